@@ -1,0 +1,926 @@
+//! Validation: the one step from raw structs to the typed [`Config`], for both formats.
+//!
+//! A flow setting is looked up flow first, then in the source cluster's `<alias>.consumer.*`
+//! settings, then in the target cluster's `<alias>.producer.*` settings, then at the top
+//! level, then in the defaults. Checks: aliases are valid topic-name words, every enabled
+//! flow names two different declared clusters, at least one flow is enabled, regexes compile,
+//! numbers are in range, bootstrap servers are `host:port`. Errors name the key as written
+//! (`source->target.topics`) or the TOML path (`flows[0].topics`), with the line.
+
+use std::collections::BTreeSet;
+
+use regex::Regex;
+
+use super::toml::line_of;
+use super::{
+    defaults, ClusterConfig, Config, ConfigError, ConfigWarning, FlowConfig, Format, Interval,
+    Origin, PolicyKind, Pos, RawConfig, RawFlow, Sourced, WarningKind,
+};
+use crate::filter::{
+    full_match_regex, full_match_regexes, GroupFilter, TopicFilter, DEFAULT_GROUPS,
+    DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS, DEFAULT_TOPICS_EXCLUDE,
+};
+use crate::policy::{ReplicationPolicy, DEFAULT_SEPARATOR};
+
+/// Validates `raw` (from `file`) into a [`Config`], appending warnings.
+pub(crate) fn validate(
+    raw: &RawConfig,
+    file: &str,
+    warnings: &mut Vec<ConfigWarning>,
+) -> Result<Config, ConfigError> {
+    Validator {
+        raw,
+        file,
+        warnings,
+    }
+    .run()
+}
+
+/// Kafka topic-name rules, which MM2 aliases must follow since they become topic names.
+fn check_alias(alias: &str) -> Result<(), String> {
+    if alias.is_empty() {
+        return Err("a cluster alias must not be empty".to_string());
+    }
+    if alias == "." || alias == ".." || alias.len() > 249 {
+        return Err(format!("`{alias}` is not a valid cluster alias"));
+    }
+    if let Some(c) = alias
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "cluster alias `{alias}` contains `{c}`; use only letters, digits, `.`, `_` and `-`"
+        ));
+    }
+    Ok(())
+}
+
+/// `host:port` or `[ipv6]:port`, port 1..=65535.
+fn check_host_port(s: &str) -> Result<(), String> {
+    let malformed = || format!("`{s}` is not host:port");
+    if s.contains("://") {
+        return Err(format!("`{s}`: write host:port without a scheme"));
+    }
+    let (host, port) = if let Some(rest) = s.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or_else(malformed)?;
+        (host, after.strip_prefix(':').ok_or_else(malformed)?)
+    } else {
+        let (host, port) = s.rsplit_once(':').ok_or_else(malformed)?;
+        if host.contains(':') {
+            return Err(format!("`{s}`: write IPv6 addresses as [address]:port"));
+        }
+        (host, port)
+    };
+    if host.is_empty() || host.chars().any(|c| c.is_whitespace() || c == '/') {
+        return Err(malformed());
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(format!("`{s}`: port must be a number from 1 to 65535")),
+    }
+}
+
+/// The useful last line of a `regex` syntax error (`unclosed group`).
+fn regex_message(e: &regex::Error) -> String {
+    let text = e.to_string();
+    let last = text.lines().last().unwrap_or_default().trim();
+    last.strip_prefix("error: ").unwrap_or(last).to_string()
+}
+
+/// The layers a flow setting is looked up in, most specific first.
+struct Layers<'r>(Vec<&'r RawFlow>);
+
+impl<'r> Layers<'r> {
+    fn get<T>(
+        &self,
+        field: impl Fn(&'r RawFlow) -> &'r Option<Sourced<T>>,
+    ) -> Option<&'r Sourced<T>> {
+        self.0.iter().find_map(|layer| field(layer).as_ref())
+    }
+}
+
+struct Validator<'a> {
+    raw: &'a RawConfig,
+    file: &'a str,
+    warnings: &'a mut Vec<ConfigWarning>,
+}
+
+impl<'a> Validator<'a> {
+    /// Line and key for a message: the key as written, or `path` for TOML values.
+    fn place(&self, origin: Option<&Origin>, path: &str) -> (Option<usize>, String) {
+        let Some(origin) = origin else {
+            return (None, path.to_string());
+        };
+        let line = match origin.pos {
+            Pos::None => None,
+            Pos::Line(line) => Some(line),
+            Pos::Offset(offset) => Some(line_of(&self.raw.line_starts, offset)),
+        };
+        let key = if origin.key.is_empty() {
+            path.to_string()
+        } else {
+            origin.key.clone()
+        };
+        (line, key)
+    }
+
+    fn error(&self, origin: Option<&Origin>, path: &str, message: String) -> ConfigError {
+        let (line, key) = self.place(origin, path);
+        ConfigError::Invalid {
+            file: self.file.to_string(),
+            line,
+            key: Some(key),
+            message,
+        }
+    }
+
+    fn warn(&mut self, origin: Option<&Origin>, path: &str, kind: WarningKind, message: String) {
+        let (line, key) = self.place(origin, path);
+        self.warnings.push(ConfigWarning {
+            file: self.file.to_string(),
+            line,
+            key,
+            kind,
+            message,
+        });
+    }
+
+    fn is_toml(&self) -> bool {
+        self.raw.format == Format::Toml
+    }
+
+    /// A cluster setting's name for messages: `<alias>.bootstrap.servers` or
+    /// `clusters.<alias>.bootstrap_servers`.
+    fn cluster_path(&self, alias: &str, property: &str, toml: &str) -> String {
+        if self.is_toml() {
+            format!("clusters.{alias}.{toml}")
+        } else {
+            format!("{alias}.{property}")
+        }
+    }
+
+    fn run(mut self) -> Result<Config, ConfigError> {
+        let raw = self.raw;
+        if raw.clusters.is_empty() {
+            return Err(self.error(
+                Some(&raw.clusters_origin),
+                "clusters",
+                "no cluster is declared".to_string(),
+            ));
+        }
+        for alias in raw.clusters.keys() {
+            if let Err(message) = check_alias(alias) {
+                let path = format!("clusters.{alias}");
+                let origin = (!self.is_toml()).then_some(&raw.clusters_origin);
+                return Err(self.error(origin, &path, message));
+            }
+        }
+
+        let mut flows = Vec::new();
+        for (index, flow) in raw.flows.iter().enumerate() {
+            if let Some(flow) = self.flow(index, flow)? {
+                flows.push(flow);
+            }
+        }
+        if flows.is_empty() {
+            return Err(ConfigError::NoFlowEnabled {
+                file: self.file.to_string(),
+                hint: if self.is_toml() {
+                    "add a [[flows]] table with source and target"
+                } else {
+                    "set A->B.enabled = true"
+                },
+            });
+        }
+
+        let used: BTreeSet<&str> = flows
+            .iter()
+            .flat_map(|f: &FlowConfig| [f.source.as_str(), f.target.as_str()])
+            .collect();
+        let mut clusters = std::collections::BTreeMap::new();
+        for (alias, cluster) in &raw.clusters {
+            let servers = cluster
+                .bootstrap_servers
+                .as_ref()
+                .or(raw.cluster_defaults.bootstrap_servers.as_ref());
+            let servers_path = self.cluster_path(alias, "bootstrap.servers", "bootstrap_servers");
+            let Some(servers) = servers else {
+                if used.contains(alias.as_str()) {
+                    return Err(self.error(
+                        None,
+                        &servers_path,
+                        format!("not set, and an enabled flow uses cluster `{alias}`"),
+                    ));
+                }
+                self.warn(
+                    None,
+                    &servers_path,
+                    WarningKind::Semantics,
+                    format!("not set; cluster `{alias}` is not used by any enabled flow, ignored"),
+                );
+                continue;
+            };
+            if servers.value.is_empty() {
+                return Err(self.error(
+                    Some(&servers.origin),
+                    &servers_path,
+                    "lists no broker".to_string(),
+                ));
+            }
+            for server in &servers.value {
+                check_host_port(server)
+                    .map_err(|message| self.error(Some(&servers.origin), &servers_path, message))?;
+            }
+            let client_id = cluster
+                .client_id
+                .as_ref()
+                .or(raw.cluster_defaults.client_id.as_ref())
+                .map_or_else(|| defaults::CLIENT_ID.to_string(), |s| s.value.clone());
+            let timeout = cluster
+                .request_timeout_ms
+                .as_ref()
+                .or(raw.cluster_defaults.request_timeout_ms.as_ref());
+            let timeout_path = self.cluster_path(alias, "request.timeout.ms", "request_timeout_ms");
+            let request_timeout_ms = self.int(
+                timeout,
+                &timeout_path,
+                defaults::REQUEST_TIMEOUT_MS as i64,
+                1,
+                i64::MAX,
+            )? as u64;
+            clusters.insert(
+                alias.clone(),
+                ClusterConfig {
+                    alias: alias.clone(),
+                    bootstrap_servers: servers.value.clone(),
+                    client_id,
+                    request_timeout_ms,
+                },
+            );
+        }
+        Ok(Config { clusters, flows })
+    }
+
+    /// An integer setting in `min..=max`.
+    fn int(
+        &self,
+        value: Option<&Sourced<i64>>,
+        path: &str,
+        default: i64,
+        min: i64,
+        max: i64,
+    ) -> Result<i64, ConfigError> {
+        let Some(value) = value else {
+            return Ok(default);
+        };
+        if (min..=max).contains(&value.value) {
+            return Ok(value.value);
+        }
+        let range = if max == i64::MAX {
+            format!("at least {min}")
+        } else {
+            format!("between {min} and {max}")
+        };
+        Err(self.error(
+            Some(&value.origin),
+            path,
+            format!("must be {range}, got {}", value.value),
+        ))
+    }
+
+    /// A replication factor: -1 (broker default) or 1..=32767.
+    fn replication_factor(
+        &self,
+        value: Option<&Sourced<i64>>,
+        path: &str,
+        default: i16,
+    ) -> Result<i16, ConfigError> {
+        match value {
+            None => Ok(default),
+            Some(v) if v.value == -1 || (1..=i16::MAX as i64).contains(&v.value) => {
+                Ok(v.value as i16)
+            }
+            Some(v) => Err(self.error(
+                Some(&v.origin),
+                path,
+                format!(
+                    "must be -1 (broker default) or between 1 and 32767, got {}",
+                    v.value
+                ),
+            )),
+        }
+    }
+
+    /// A list of MM2 regexes, each compiled as a full match.
+    fn regexes(
+        &self,
+        value: Option<&Sourced<Vec<String>>>,
+        path: &str,
+        default: &[&str],
+    ) -> Result<Vec<Regex>, ConfigError> {
+        let Some(value) = value else {
+            return Ok(full_match_regexes(default).expect("default regexes compile"));
+        };
+        value
+            .value
+            .iter()
+            .map(|item| {
+                full_match_regex(item).map_err(|e| {
+                    self.error(
+                        Some(&value.origin),
+                        path,
+                        format!("invalid regex \"{item}\": {}", regex_message(&e)),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// An `<name>_enabled` / `<name>_interval_ms` pair.
+    fn interval(
+        &self,
+        enabled: Option<&Sourced<bool>>,
+        interval: Option<&Sourced<i64>>,
+        path: &str,
+        default: Interval,
+    ) -> Result<Interval, ConfigError> {
+        let enabled = enabled.map_or(default.enabled, |s| s.value);
+        let interval_ms = self.int(
+            interval,
+            &format!("{path}_interval_ms"),
+            default.interval_ms as i64,
+            if enabled { 1 } else { 0 },
+            i64::MAX,
+        )? as u64;
+        Ok(Interval {
+            enabled,
+            interval_ms,
+        })
+    }
+
+    /// Validates one raw flow; `None` if it is disabled.
+    fn flow(&mut self, index: usize, flow: &'a RawFlow) -> Result<Option<FlowConfig>, ConfigError> {
+        let raw = self.raw;
+        let path = |field: &str| format!("flows[{index}].{field}");
+        let (Some(source), Some(target)) = (&flow.source, &flow.target) else {
+            let field = if flow.source.is_none() {
+                "source"
+            } else {
+                "target"
+            };
+            return Err(self.error(
+                None,
+                &format!("flows[{index}]"),
+                format!("missing `{field}`"),
+            ));
+        };
+        let enabled = flow.enabled.as_ref().or(raw.defaults.enabled.as_ref());
+        // The flow's own origin: its `enabled` key if any, else its first key.
+        let flow_origin = flow.enabled.as_ref().map_or(&source.origin, |e| &e.origin);
+        let missing: Vec<&str> = [&source.value, &target.value]
+            .into_iter()
+            .filter(|alias| !raw.clusters.contains_key(alias.as_str()))
+            .map(String::as_str)
+            .collect();
+        if !enabled.map_or(self.is_toml(), |e| e.value) {
+            if let Some(alias) = missing.first() {
+                self.warn(
+                    Some(&source.origin),
+                    &path("source"),
+                    WarningKind::Semantics,
+                    format!(
+                        "settings for {}->{} have no effect: cluster `{alias}` is not declared",
+                        source.value, target.value
+                    ),
+                );
+            }
+            return Ok(None);
+        }
+        if source.value == target.value {
+            let origin = if self.is_toml() {
+                &target.origin
+            } else {
+                flow_origin
+            };
+            return Err(self.error(
+                Some(origin),
+                &path("target"),
+                format!("source and target are the same cluster `{}`", source.value),
+            ));
+        }
+        if let Some(alias) = missing.first() {
+            let (origin, field) = if *alias == source.value {
+                (&source.origin, "source")
+            } else {
+                (&target.origin, "target")
+            };
+            let message = if self.is_toml() {
+                format!("no cluster `{alias}`: add a [clusters.{alias}] table")
+            } else {
+                format!("cluster `{alias}` is not listed in `clusters`")
+            };
+            let origin = if self.is_toml() { origin } else { flow_origin };
+            return Err(self.error(Some(origin), &path(field), message));
+        }
+
+        let layers = Layers(vec![
+            flow,
+            &raw.clusters[&source.value].as_source,
+            &raw.clusters[&target.value].as_target,
+            &raw.defaults,
+        ]);
+
+        let topics = TopicFilter {
+            include: self.regexes(layers.get(|f| &f.topics), &path("topics"), DEFAULT_TOPICS)?,
+            exclude: self.regexes(
+                layers.get(|f| &f.topics_exclude),
+                &path("topics_exclude"),
+                DEFAULT_TOPICS_EXCLUDE,
+            )?,
+        };
+        let groups = GroupFilter {
+            include: self.regexes(layers.get(|f| &f.groups), &path("groups"), DEFAULT_GROUPS)?,
+            exclude: self.regexes(
+                layers.get(|f| &f.groups_exclude),
+                &path("groups_exclude"),
+                DEFAULT_GROUPS_EXCLUDE,
+            )?,
+        };
+
+        let kind = layers
+            .get(|f| &f.replication_policy)
+            .map_or(PolicyKind::Default, |s| s.value);
+        let separator = layers.get(|f| &f.replication_policy_separator);
+        if let Some(sep) = separator.filter(|s| s.value.is_empty()) {
+            return Err(self.error(
+                Some(&sep.origin),
+                &path("replication_policy_separator"),
+                "must not be empty".to_string(),
+            ));
+        }
+        let policy = match kind {
+            PolicyKind::Default => ReplicationPolicy::Default {
+                separator: separator
+                    .map_or(DEFAULT_SEPARATOR, |s| s.value.as_str())
+                    .to_string(),
+            },
+            PolicyKind::Identity => {
+                if let Some(sep) = separator.filter(|s| s.value != DEFAULT_SEPARATOR) {
+                    self.warn(
+                        Some(&sep.origin),
+                        &path("replication_policy_separator"),
+                        WarningKind::NotImplemented,
+                        format!(
+                            "with IdentityReplicationPolicy strait names heartbeats and internal \
+                             topics with `.`, where MM2 would use `{}`",
+                            sep.value
+                        ),
+                    );
+                }
+                ReplicationPolicy::Identity
+            }
+        };
+        if let ReplicationPolicy::Default { separator: sep } = &policy {
+            for alias in [&source.value, &target.value] {
+                if alias.contains(sep.as_str()) {
+                    self.warn(
+                        Some(flow_origin),
+                        &path("source"),
+                        WarningKind::Semantics,
+                        format!(
+                            "cluster alias `{alias}` contains the replication separator `{sep}`: \
+                             remote topic names will not parse back to it, so cycle detection \
+                             cannot see it"
+                        ),
+                    );
+                }
+            }
+        }
+
+        let replication_factor = self.replication_factor(
+            layers.get(|f| &f.replication_factor),
+            &path("replication_factor"),
+            defaults::REPLICATION_FACTOR,
+        )?;
+        let internal_replication_factor = self.replication_factor(
+            layers.get(|f| &f.internal_replication_factor),
+            &path("internal_replication_factor"),
+            defaults::INTERNAL_REPLICATION_FACTOR,
+        )?;
+        let refresh_topics_interval_ms = self.int(
+            layers.get(|f| &f.refresh_topics_interval_ms),
+            &path("refresh_topics_interval_ms"),
+            defaults::REFRESH_TOPICS_INTERVAL_MS as i64,
+            1,
+            i64::MAX,
+        )? as u64;
+        let progress_commit_interval_ms = self.int(
+            layers.get(|f| &f.progress_commit_interval_ms),
+            &path("progress_commit_interval_ms"),
+            defaults::PROGRESS_COMMIT_INTERVAL_MS as i64,
+            1,
+            i64::MAX,
+        )? as u64;
+        let offset_reset = layers
+            .get(|f| &f.offset_reset)
+            .map_or_else(Default::default, |s| s.value);
+        let tasks_max = self.int(
+            layers.get(|f| &f.tasks_max),
+            &path("tasks_max"),
+            defaults::TASKS_MAX as i64,
+            1,
+            u32::MAX as i64,
+        )? as u32;
+
+        let emit_heartbeats = self.interval(
+            layers.get(|f| &f.emit_heartbeats_enabled),
+            layers.get(|f| &f.emit_heartbeats_interval_ms),
+            &path("emit_heartbeats"),
+            defaults::EMIT_HEARTBEATS,
+        )?;
+        let emit_checkpoints = self.interval(
+            layers.get(|f| &f.emit_checkpoints_enabled),
+            layers.get(|f| &f.emit_checkpoints_interval_ms),
+            &path("emit_checkpoints"),
+            defaults::EMIT_CHECKPOINTS,
+        )?;
+        let sync_group_offsets = self.interval(
+            layers.get(|f| &f.sync_group_offsets_enabled),
+            layers.get(|f| &f.sync_group_offsets_interval_ms),
+            &path("sync_group_offsets"),
+            defaults::SYNC_GROUP_OFFSETS,
+        )?;
+        let sync_topic_configs = self.interval(
+            layers.get(|f| &f.sync_topic_configs_enabled),
+            layers.get(|f| &f.sync_topic_configs_interval_ms),
+            &path("sync_topic_configs"),
+            defaults::SYNC_TOPIC_CONFIGS,
+        )?;
+        let acls_enabled = layers.get(|f| &f.sync_topic_acls_enabled);
+        let acls_interval = layers.get(|f| &f.sync_topic_acls_interval_ms);
+        let sync_topic_acls = self.interval(
+            acls_enabled,
+            acls_interval,
+            &path("sync_topic_acls"),
+            defaults::SYNC_TOPIC_ACLS,
+        )?;
+        // Status::NotYet: accepted, but a non-default value deserves a warning.
+        let not_yet = "topic ACL sync is not implemented by strait yet; this setting has no effect";
+        if let Some(s) = acls_enabled.filter(|s| s.value != defaults::SYNC_TOPIC_ACLS.enabled) {
+            let p = path("sync_topic_acls_enabled");
+            self.warn(
+                Some(&s.origin),
+                &p,
+                WarningKind::NotImplemented,
+                not_yet.to_string(),
+            );
+        }
+        if let Some(s) =
+            acls_interval.filter(|s| s.value != defaults::SYNC_TOPIC_ACLS.interval_ms as i64)
+        {
+            let p = path("sync_topic_acls_interval_ms");
+            self.warn(
+                Some(&s.origin),
+                &p,
+                WarningKind::NotImplemented,
+                not_yet.to_string(),
+            );
+        }
+
+        let offset_syncs_location = layers
+            .get(|f| &f.offset_syncs_location)
+            .map_or_else(Default::default, |s| s.value);
+        let offset_lag_max = self.int(
+            layers.get(|f| &f.offset_lag_max),
+            &path("offset_lag_max"),
+            defaults::OFFSET_LAG_MAX,
+            0,
+            i64::MAX,
+        )?;
+        let config_properties_exclude = self.regexes(
+            layers.get(|f| &f.config_properties_exclude),
+            &path("config_properties_exclude"),
+            defaults::CONFIG_PROPERTIES_EXCLUDE,
+        )?;
+        let i32_max = i32::MAX as i64;
+        let fetch_max_bytes = self.int(
+            layers.get(|f| &f.fetch_max_bytes),
+            &path("fetch_max_bytes"),
+            defaults::FETCH_MAX_BYTES as i64,
+            1,
+            i32_max,
+        )? as i32;
+        let fetch_partition_max_bytes = self.int(
+            layers.get(|f| &f.fetch_partition_max_bytes),
+            &path("fetch_partition_max_bytes"),
+            defaults::FETCH_PARTITION_MAX_BYTES as i64,
+            1,
+            i32_max,
+        )? as i32;
+        let fetch_max_wait_ms = self.int(
+            layers.get(|f| &f.fetch_max_wait_ms),
+            &path("fetch_max_wait_ms"),
+            defaults::FETCH_MAX_WAIT_MS as i64,
+            0,
+            i32_max,
+        )? as i32;
+        let produce_max_in_flight = self.int(
+            layers.get(|f| &f.produce_max_in_flight),
+            &path("produce_max_in_flight"),
+            defaults::PRODUCE_MAX_IN_FLIGHT as i64,
+            1,
+            5,
+        )? as usize;
+        let produce_linger_ms = self.int(
+            layers.get(|f| &f.produce_linger_ms),
+            &path("produce_linger_ms"),
+            defaults::PRODUCE_LINGER_MS as i64,
+            0,
+            i64::MAX,
+        )? as u64;
+        let produce_max_request_bytes = self.int(
+            layers.get(|f| &f.produce_max_request_bytes),
+            &path("produce_max_request_bytes"),
+            defaults::PRODUCE_MAX_REQUEST_BYTES as i64,
+            1,
+            i32_max,
+        )? as usize;
+
+        Ok(Some(FlowConfig {
+            source: source.value.clone(),
+            target: target.value.clone(),
+            topics,
+            groups,
+            policy,
+            replication_factor,
+            internal_replication_factor,
+            refresh_topics_interval_ms,
+            progress_commit_interval_ms,
+            offset_reset,
+            tasks_max,
+            emit_heartbeats,
+            emit_checkpoints,
+            sync_group_offsets,
+            sync_topic_configs,
+            sync_topic_acls,
+            offset_syncs_location,
+            offset_lag_max,
+            config_properties_exclude,
+            fetch_max_bytes,
+            fetch_partition_max_bytes,
+            fetch_max_wait_ms,
+            produce_max_in_flight,
+            produce_linger_ms,
+            produce_max_request_bytes,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_properties;
+
+    const BASE: &str = "clusters = source, target\n\
+                        source.bootstrap.servers = s:9092\n\
+                        target.bootstrap.servers = t:9092\n";
+
+    fn err(extra: &str) -> ConfigError {
+        parse_properties(&format!("{BASE}{extra}"), "mm2.properties").unwrap_err()
+    }
+
+    #[test]
+    fn aliases() {
+        assert!(check_alias("us-west_1.a").is_ok());
+        assert!(check_alias("").is_err());
+        assert!(check_alias("..").is_err());
+        assert!(check_alias("a b").is_err());
+        assert!(check_alias("a>b").is_err());
+        assert!(check_alias(&"a".repeat(250)).is_err());
+    }
+
+    #[test]
+    fn host_ports() {
+        for ok in [
+            "localhost:9092",
+            "10.0.0.1:1",
+            "[::1]:9092",
+            "broker-1.example.com:65535",
+        ] {
+            assert!(check_host_port(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "localhost",
+            ":9092",
+            "host:",
+            "host:0",
+            "host:65536",
+            "host:x",
+            "::1:9092",
+            "PLAINTEXT://host:9092",
+            "[::1]9092",
+            "a b:1",
+        ] {
+            assert!(check_host_port(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn invalid_regex_names_line_key_and_regex() {
+        let e = err("source->target.enabled = true\nsource->target.topics = ok, (\n");
+        assert_eq!(
+            e.to_string(),
+            "mm2.properties:5: source->target.topics: invalid regex \"(\": unclosed group"
+        );
+        let e = err("source->target.enabled = true\ngroups.exclude = [\n");
+        assert_eq!((e.line(), e.key()), (Some(5), Some("groups.exclude")));
+        let e = err("source->target.enabled = true\nconfig.properties.exclude = a{\n");
+        assert_eq!(e.key(), Some("config.properties.exclude"));
+    }
+
+    #[test]
+    fn no_enabled_flow() {
+        let e = err("source->target.topics = .*\n");
+        assert_eq!(
+            e.to_string(),
+            "mm2.properties: no flow enabled: set A->B.enabled = true"
+        );
+        let e = err("source->target.enabled = false\n");
+        assert!(matches!(e, ConfigError::NoFlowEnabled { .. }));
+    }
+
+    #[test]
+    fn flow_must_name_declared_distinct_clusters() {
+        let e = err("source->other.enabled = true\n");
+        assert_eq!(
+            e.to_string(),
+            "mm2.properties:4: source->other.enabled: cluster `other` is not listed in `clusters`"
+        );
+        let e = err("source->source.enabled = true\n");
+        assert_eq!(
+            (e.line(), e.key()),
+            (Some(4), Some("source->source.enabled"))
+        );
+    }
+
+    #[test]
+    fn disabled_flow_with_unknown_cluster_warns() {
+        let (_, warnings) = parse_properties(
+            &format!("{BASE}source->target.enabled = true\nsourse->target.topics = x\n"),
+            "mm2.properties",
+        )
+        .unwrap();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(warnings[0].line, Some(5));
+        assert_eq!(warnings[0].kind, WarningKind::Semantics);
+    }
+
+    #[test]
+    fn numbers_out_of_range() {
+        let cases = [
+            ("replication.factor = 0", "replication.factor"),
+            ("replication.factor = 40000", "replication.factor"),
+            (
+                "internal.topic.replication.factor = -2",
+                "internal.topic.replication.factor",
+            ),
+            ("tasks.max = 0", "tasks.max"),
+            ("produce.max.in.flight = 6", "produce.max.in.flight"),
+            (
+                "producer.max.in.flight.requests.per.connection = 0",
+                "producer.max.in.flight.requests.per.connection",
+            ),
+            (
+                "emit.heartbeats.interval.seconds = 0",
+                "emit.heartbeats.interval.seconds",
+            ),
+            (
+                "refresh.topics.interval.seconds = -1",
+                "refresh.topics.interval.seconds",
+            ),
+            ("offset.lag.max = -1", "offset.lag.max"),
+            ("fetch.max.bytes = 3000000000", "fetch.max.bytes"),
+            ("fetch.max.wait.ms = -1", "fetch.max.wait.ms"),
+            (
+                "progress.commit.interval.ms = 0",
+                "progress.commit.interval.ms",
+            ),
+            ("source.request.timeout.ms = 0", "source.request.timeout.ms"),
+        ];
+        for (line, key) in cases {
+            let e = err(&format!("source->target.enabled = true\n{line}\n"));
+            assert_eq!((e.line(), e.key()), (Some(5), Some(key)), "{e}");
+        }
+        // A disabled task may have a zero interval.
+        parse_properties(
+            &format!(
+                "{BASE}source->target.enabled = true\nemit.checkpoints.enabled = false\n\
+                 emit.checkpoints.interval.seconds = 0\n"
+            ),
+            "mm2.properties",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn bootstrap_servers_checked() {
+        let e = err("source->target.enabled = true\nsource.bootstrap.servers = nope\n");
+        assert_eq!(e.key(), Some("source.bootstrap.servers"));
+        // The later duplicate line is the one that counts.
+        assert_eq!(e.line(), Some(5));
+        let e = parse_properties(
+            "clusters = a, b\na.bootstrap.servers = x:1\na->b.enabled = true\n",
+            "mm2.properties",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "mm2.properties: b.bootstrap.servers: not set, and an enabled flow uses cluster `b`"
+        );
+    }
+
+    #[test]
+    fn top_level_bootstrap_servers_apply_to_every_cluster() {
+        let (config, _) = parse_properties(
+            "clusters = a, b\nbootstrap.servers = x:1\n\
+             b.bootstrap.servers = y:2\na->b.enabled = true\n",
+            "mm2.properties",
+        )
+        .unwrap();
+        assert_eq!(config.clusters["a"].bootstrap_servers, vec!["x:1"]);
+        assert_eq!(config.clusters["b"].bootstrap_servers, vec!["y:2"]);
+    }
+
+    #[test]
+    fn unused_cluster_without_servers_is_dropped_with_warning() {
+        let (config, warnings) = parse_properties(
+            "clusters = source, target, spare\n\
+             source.bootstrap.servers = s:9092\n\
+             target.bootstrap.servers = t:9092\n\
+             source->target.enabled = true\n",
+            "mm2.properties",
+        )
+        .unwrap();
+        assert!(!config.clusters.contains_key("spare"));
+        assert_eq!(warnings[0].key, "spare.bootstrap.servers");
+    }
+
+    #[test]
+    fn invalid_alias() {
+        let e = parse_properties("clusters = a b, c\n", "mm2.properties").unwrap_err();
+        assert_eq!((e.line(), e.key()), (Some(1), Some("clusters")));
+    }
+
+    #[test]
+    fn empty_separator_and_alias_with_separator() {
+        let e = err("source->target.enabled = true\nreplication.policy.separator =\n");
+        assert_eq!(e.key(), Some("replication.policy.separator"));
+        let (_, warnings) = parse_properties(
+            "clusters = a, b.c\na.bootstrap.servers = x:1\n\
+             b.c.bootstrap.servers = y:1\na->b.c.enabled = true\n",
+            "mm2.properties",
+        )
+        .unwrap();
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0]
+            .message
+            .contains("`b.c` contains the replication separator"));
+    }
+
+    #[test]
+    fn identity_with_custom_separator_warns() {
+        let (config, warnings) = parse_properties(
+            &format!(
+                "{BASE}source->target.enabled = true\n\
+                 replication.policy.class = \
+                 org.apache.kafka.connect.mirror.IdentityReplicationPolicy\n\
+                 replication.policy.separator = _\n"
+            ),
+            "mm2.properties",
+        )
+        .unwrap();
+        assert_eq!(config.flows[0].policy, ReplicationPolicy::Identity);
+        assert_eq!(warnings[0].key, "replication.policy.separator");
+    }
+
+    #[test]
+    fn acl_sync_not_yet_warns_only_when_not_default() {
+        let (_, warnings) = parse_properties(
+            &format!("{BASE}source->target.enabled = true\nsync.topic.acls.enabled = true\n"),
+            "mm2.properties",
+        )
+        .unwrap();
+        assert!(warnings.is_empty());
+        let (config, warnings) = parse_properties(
+            &format!(
+                "{BASE}source->target.enabled = true\nsync.topic.acls.interval.seconds = 60\n"
+            ),
+            "mm2.properties",
+        )
+        .unwrap();
+        assert_eq!(config.flows[0].sync_topic_acls.interval_ms, 60_000);
+        assert_eq!(warnings.len(), 1);
+        assert_eq!(warnings[0].key, "sync.topic.acls.interval.seconds");
+        assert_eq!(warnings[0].line, Some(5));
+    }
+}

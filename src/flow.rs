@@ -1,0 +1,272 @@
+//! A flow is one `source->target` replication link: it discovers the source topics its
+//! filter selects, makes the target hold their remote twins, restores progress, and wires
+//! the fetch engine into the produce engine. `run` is the whole process: every enabled flow
+//! of the configuration, one shutdown token (mini-redis style), one drain.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ClusterConfig, Config, FlowConfig};
+use crate::fetch::{FetchConfig, Fetcher};
+use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
+use crate::progress::{self, Position};
+use crate::topic_sync::{ensure_topics, TopicSpec};
+
+/// Why a flow ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    #[error("flow {flow}: {source}")]
+    Kafka {
+        flow: String,
+        #[source]
+        source: KafkaError,
+    },
+    #[error("flow {flow}: {count} partition(s) stopped on errors (see the log)")]
+    Stopped { flow: String, count: usize },
+}
+
+/// Bytes of fetched batches a flow may hold while the target acknowledges them.
+const BUFFER_BYTES: usize = 64 * 1024 * 1024;
+
+/// Runs every enabled flow until `shutdown` is cancelled, then drains and commits.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), FlowError> {
+    let mut tasks = tokio::task::JoinSet::new();
+    for flow in config.flows.clone() {
+        let source = cluster(&config.clusters[&flow.source]);
+        let target = cluster(&config.clusters[&flow.target]);
+        let shutdown = shutdown.clone();
+        tasks.spawn(async move { run_flow(flow, source, target, shutdown).await });
+    }
+    let mut first_error = None;
+    while let Some(done) = tasks.join_next().await {
+        match done {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "flow failed");
+                // One failed flow ends the process: an operator must see it, not a half-run.
+                shutdown.cancel();
+                first_error.get_or_insert(e);
+            }
+            Err(e) => tracing::error!(error = %e, "flow task panicked"),
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn cluster(c: &ClusterConfig) -> Arc<Cluster> {
+    Arc::new(Cluster::new(
+        &c.alias,
+        c.bootstrap_servers.clone(),
+        &c.client_id,
+        Duration::from_millis(c.request_timeout_ms),
+    ))
+}
+
+async fn run_flow(
+    flow: FlowConfig,
+    source: Arc<Cluster>,
+    target: Arc<Cluster>,
+    shutdown: CancellationToken,
+) -> Result<(), FlowError> {
+    let name = format!("{}->{}", flow.source, flow.target);
+    let fail = |source: KafkaError| FlowError::Kafka {
+        flow: name.clone(),
+        source,
+    };
+    let progress_topic = progress::topic_name(&flow.source);
+    ensure_internal_topic(
+        &target,
+        TopicSpec {
+            name: progress_topic.clone(),
+            partitions: 1,
+            replication_factor: flow.internal_replication_factor,
+            configs: vec![("cleanup.policy".into(), "compact".into())],
+        },
+    )
+    .await
+    .map_err(fail)?;
+    let resume = progress::load(&target, &progress_topic)
+        .await
+        .map_err(fail)?;
+    tracing::info!(flow = %name, partitions = resume.len(), "progress restored");
+
+    let produce = ProduceConfig {
+        max_in_flight: flow.produce_max_in_flight,
+        max_request_bytes: flow.produce_max_request_bytes,
+        commit_interval: Duration::from_millis(flow.progress_commit_interval_ms),
+        drain_timeout: Duration::from_secs(30),
+    };
+    let engine = Engine::new(target.clone(), produce, &progress_topic)
+        .await
+        .map_err(fail)?;
+    let (events_tx, events_rx) = mpsc::channel(1024);
+    let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+    let (stats_tx, stats_rx) = watch::channel(Stats::default());
+    let engine_shutdown = CancellationToken::new();
+    let engine_task =
+        tokio::spawn(engine.run(events_rx, commands_rx, stats_tx, engine_shutdown.clone()));
+    let fetch_shutdown = CancellationToken::new();
+    let (fetcher, fetch_task) = Fetcher::spawn(
+        source.clone(),
+        FetchConfig {
+            max_wait_ms: flow.fetch_max_wait_ms,
+            max_bytes: flow.fetch_max_bytes,
+            partition_max_bytes: flow.fetch_partition_max_bytes,
+            offset_reset: flow.offset_reset,
+            buffer_bytes: BUFFER_BYTES,
+        },
+        events_tx,
+        fetch_shutdown.clone(),
+    );
+
+    let mut known: HashMap<String, i32> = HashMap::new();
+    let mut refresh = tokio::time::interval(Duration::from_millis(flow.refresh_topics_interval_ms));
+    let mut status = tokio::time::interval(Duration::from_secs(5));
+    status.tick().await;
+    let mut error = None;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = refresh.tick() => {
+                if let Err(e) = discover(&flow, &source, &target, &resume, &mut known, &fetcher, &commands_tx).await {
+                    if known.is_empty() && !e.is_retriable() {
+                        error = Some(fail(e));
+                        break;
+                    }
+                    tracing::warn!(flow = %name, error = %e, "topic discovery failed; retrying at the next refresh");
+                }
+            }
+            _ = status.tick() => {
+                let s = stats_rx.borrow().clone();
+                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, "replication status");
+            }
+        }
+    }
+    // Stop reading the source first, then let the engine drain and commit.
+    fetch_shutdown.cancel();
+    let _ = fetch_task.await;
+    engine_shutdown.cancel();
+    let stats = match engine_task.await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(error.unwrap_or(fail(e))),
+        Err(e) => {
+            return Err(fail(KafkaError::Other(format!(
+                "produce engine panicked: {e}"
+            ))))
+        }
+    };
+    tracing::info!(flow = %name, records = stats.records, batches = stats.batches, bytes = stats.bytes, lag = stats.lag, "flow stopped; progress committed");
+    if let Some(e) = error {
+        return Err(e);
+    }
+    if stats.stopped > 0 {
+        return Err(FlowError::Stopped {
+            flow: name,
+            count: stats.stopped,
+        });
+    }
+    Ok(())
+}
+
+/// Creates one of strait's internal topics. A cluster with fewer brokers than the internal
+/// replication factor (MM2's default is 3; a one-broker test cluster has 1) gets a topic
+/// with one replica per broker and a warning, rather than no replication at all.
+async fn ensure_internal_topic(target: &Cluster, spec: TopicSpec) -> Result<(), KafkaError> {
+    match ensure_topics(target, std::slice::from_ref(&spec)).await {
+        Err(KafkaError::Broker {
+            code: ResponseError::InvalidReplicationFactor,
+            ..
+        }) if target.broker_count() > 0 => {
+            let brokers = target.broker_count() as i16;
+            tracing::warn!(
+                topic = %spec.name, wanted = spec.replication_factor, brokers,
+                "the target has fewer brokers than internal.topic.replication.factor; creating the topic with one replica per broker"
+            );
+            ensure_topics(
+                target,
+                &[TopicSpec {
+                    replication_factor: brokers,
+                    ..spec
+                }],
+            )
+            .await?;
+            Ok(())
+        }
+        other => other.map(|_| ()),
+    }
+}
+
+/// Finds the source topics the flow replicates, creates or grows their remote twins on the
+/// target, and starts replicating partitions not seen before.
+async fn discover(
+    flow: &FlowConfig,
+    source: &Cluster,
+    target: &Cluster,
+    resume: &HashMap<TopicPartition, Position>,
+    known: &mut HashMap<String, i32>,
+    fetcher: &Fetcher,
+    commands: &mpsc::UnboundedSender<Command>,
+) -> Result<(), KafkaError> {
+    let topics = source.metadata(None).await?;
+    let mut wanted: BTreeMap<String, i32> = BTreeMap::new();
+    for t in topics
+        .iter()
+        .filter(|t| t.error_code == 0 && !t.is_internal)
+    {
+        if replicates(flow, &t.name) {
+            wanted.insert(t.name.clone(), t.partitions.len() as i32);
+        }
+    }
+    let specs: Vec<TopicSpec> = wanted
+        .iter()
+        .filter(|(name, count)| known.get(*name) != Some(count))
+        .map(|(name, count)| TopicSpec {
+            name: flow.policy.format_remote_topic(&flow.source, name),
+            partitions: *count,
+            replication_factor: flow.replication_factor,
+            configs: Vec::new(),
+        })
+        .collect();
+    if specs.is_empty() {
+        return Ok(());
+    }
+    ensure_topics(target, &specs).await?;
+    let mut seen: HashSet<String> = HashSet::new();
+    for (name, count) in &wanted {
+        let before = known.get(name).copied().unwrap_or(0);
+        if before == *count {
+            continue;
+        }
+        seen.insert(name.clone());
+        let remote: Arc<str> = Arc::from(flow.policy.format_remote_topic(&flow.source, name));
+        let topic: Arc<str> = Arc::from(name.as_str());
+        for partition in before..*count {
+            let source_tp = TopicPartition::new(topic.clone(), partition);
+            let position = resume.get(&source_tp).copied();
+            let _ = commands.send(Command::Route(Route {
+                source: source_tp.clone(),
+                target: TopicPartition::new(remote.clone(), partition),
+                resume: position,
+            }));
+            fetcher.assign(source_tp, position.map(|p| p.source_next));
+        }
+        tracing::info!(topic = %name, remote = %remote, partitions = *count, from_partition = before, "replicating");
+        known.insert(name.clone(), *count);
+    }
+    Ok(())
+}
+
+/// Whether the flow copies source topic `topic`: the filter selects it, it is not internal,
+/// and it did not come from the flow's own target (no cycles in A<->B).
+fn replicates(flow: &FlowConfig, topic: &str) -> bool {
+    flow.topics.matches(topic)
+        && !flow.policy.is_internal_topic(topic)
+        && !topic.starts_with("strait-progress.")
+        && flow.policy.topic_source(topic).as_deref() != Some(flow.target.as_str())
+}

@@ -1,0 +1,222 @@
+//! `Cluster`: one Kafka cluster as strait sees it. Bootstraps over a list of addresses (a
+//! dead first address does not matter), keeps the broker directory from Metadata responses,
+//! and pools one `Connection` per broker, replacing poisoned ones on demand.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use super::backoff::Backoff;
+use super::connection::Connection;
+use super::error::KafkaError;
+
+/// What strait needs to know about one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionMeta {
+    pub partition: i32,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub error_code: i16,
+}
+
+/// What strait needs to know about one topic.
+#[derive(Debug, Clone)]
+pub struct TopicMeta {
+    pub name: String,
+    pub id: uuid::Uuid,
+    pub is_internal: bool,
+    pub error_code: i16,
+    pub partitions: Vec<PartitionMeta>,
+}
+
+#[derive(Default)]
+struct Pool {
+    brokers: HashMap<i32, String>,
+    conns: HashMap<i32, Connection>,
+    bootstrap: Option<Connection>,
+}
+
+pub struct Cluster {
+    alias: String,
+    bootstrap: Vec<String>,
+    client_id: String,
+    timeout: Duration,
+    pool: Mutex<Pool>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Cluster({})", self.alias)
+    }
+}
+
+impl Cluster {
+    pub fn new(alias: &str, bootstrap: Vec<String>, client_id: &str, timeout: Duration) -> Self {
+        Cluster {
+            alias: alias.to_string(),
+            bootstrap,
+            client_id: client_id.to_string(),
+            timeout,
+            pool: Mutex::new(Pool::default()),
+        }
+    }
+
+    pub fn alias(&self) -> &str {
+        &self.alias
+    }
+
+    /// Brokers in the last Metadata response.
+    pub fn broker_count(&self) -> usize {
+        self.pool.lock().unwrap().brokers.len()
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// A connection to any live broker: the last one that worked, else the known brokers,
+    /// else each bootstrap address in turn.
+    pub async fn any_broker(&self) -> Result<Connection, KafkaError> {
+        let known: Vec<String> = {
+            let pool = self.pool.lock().unwrap();
+            if let Some(c) = pool.bootstrap.as_ref().filter(|c| c.is_usable()) {
+                return Ok(c.clone());
+            }
+            pool.brokers.values().cloned().collect()
+        };
+        let mut last = String::from("no address");
+        let mut tried = Vec::new();
+        for addr in known.iter().chain(self.bootstrap.iter()) {
+            tried.push(addr.clone());
+            match Connection::connect(addr, &self.client_id, self.timeout).await {
+                Ok(c) => {
+                    self.pool.lock().unwrap().bootstrap = Some(c.clone());
+                    return Ok(c);
+                }
+                Err(e) => {
+                    tracing::debug!(cluster = %self.alias, %addr, error = %e, "bootstrap address unreachable");
+                    last = e.to_string();
+                }
+            }
+        }
+        Err(KafkaError::NoBootstrap {
+            cluster: self.alias.clone(),
+            tried: tried.join(", "),
+            last,
+        })
+    }
+
+    /// The pooled connection to broker `id` (from the last Metadata), dialled if needed.
+    pub async fn broker(&self, id: i32) -> Result<Connection, KafkaError> {
+        let addr = {
+            let pool = self.pool.lock().unwrap();
+            if let Some(c) = pool.conns.get(&id).filter(|c| c.is_usable()) {
+                return Ok(c.clone());
+            }
+            pool.brokers.get(&id).cloned()
+        };
+        let addr = match addr {
+            Some(a) => a,
+            None => {
+                self.metadata(Some(&[])).await?;
+                self.pool
+                    .lock()
+                    .unwrap()
+                    .brokers
+                    .get(&id)
+                    .cloned()
+                    .ok_or_else(|| {
+                        KafkaError::Other(format!("cluster {}: unknown broker id {id}", self.alias))
+                    })?
+            }
+        };
+        let conn = Connection::connect(&addr, &self.client_id, self.timeout).await?;
+        self.pool.lock().unwrap().conns.insert(id, conn.clone());
+        Ok(conn)
+    }
+
+    /// Metadata for `topics` (`None`: every topic), retried with backoff over brokers for
+    /// up to the request timeout. Updates the broker directory.
+    pub async fn metadata(&self, topics: Option<&[String]>) -> Result<Vec<TopicMeta>, KafkaError> {
+        let mut request = MetadataRequest::default();
+        request.topics = topics.map(|names| {
+            names
+                .iter()
+                .map(|n| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(n.clone()))))
+                })
+                .collect()
+        });
+        request.allow_auto_topic_creation = false;
+        let response: MetadataResponse = self
+            .with_retry(|conn| {
+                let request = &request;
+                async move { conn.send(request).await }
+            })
+            .await?;
+        {
+            let mut pool = self.pool.lock().unwrap();
+            for b in &response.brokers {
+                let addr = format!("{}:{}", b.host.as_str(), b.port);
+                if pool.brokers.get(&b.node_id.0) != Some(&addr) {
+                    pool.conns.remove(&b.node_id.0);
+                    pool.brokers.insert(b.node_id.0, addr);
+                }
+            }
+        }
+        Ok(response
+            .topics
+            .into_iter()
+            .map(|t| {
+                let mut partitions: Vec<PartitionMeta> = t
+                    .partitions
+                    .into_iter()
+                    .map(|p| PartitionMeta {
+                        partition: p.partition_index,
+                        leader: p.leader_id.0,
+                        leader_epoch: p.leader_epoch,
+                        error_code: p.error_code,
+                    })
+                    .collect();
+                partitions.sort_by_key(|p| p.partition);
+                TopicMeta {
+                    name: t.name.map(|n| n.0.to_string()).unwrap_or_default(),
+                    id: t.topic_id,
+                    is_internal: t.is_internal,
+                    error_code: t.error_code,
+                    partitions,
+                }
+            })
+            .collect())
+    }
+
+    /// Runs `f` against any broker, retrying retriable failures with backoff until the
+    /// cluster's request timeout has passed.
+    pub async fn with_retry<T, F, Fut>(&self, f: F) -> Result<T, KafkaError>
+    where
+        F: Fn(Connection) -> Fut,
+        Fut: std::future::Future<Output = Result<T, KafkaError>>,
+    {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+        loop {
+            let result = match self.any_broker().await {
+                Ok(conn) => f(conn).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(cluster = %self.alias, error = %e, "retrying");
+                    self.pool.lock().unwrap().bootstrap = None;
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+                other => return other,
+            }
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! One TCP connection to one broker, shared by every task that talks to that broker.
+//! Requests are pipelined: a writer task sends frames in the order they were queued, one
+//! reader task reads responses and hands each to its waiter by correlation id (rskafka's
+//! `Messenger`). Any I/O or framing failure poisons the connection: every waiter, present and
+//! future, gets the error, and the owner (`Cluster`) dials a new one.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::protocol::{Request, StrBytes, VersionRange};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::codec::{self, MAX_FRAME_BYTES};
+use super::error::KafkaError;
+
+type Waiter = oneshot::Sender<Result<Bytes, KafkaError>>;
+
+#[derive(Default)]
+struct Pending {
+    waiters: HashMap<i32, Waiter>,
+    /// Set once the connection is unusable; every later request fails with it.
+    poisoned: Option<String>,
+}
+
+impl Pending {
+    fn poison(&mut self, addr: &str, reason: &str) {
+        if self.poisoned.is_none() {
+            self.poisoned = Some(reason.to_string());
+        }
+        for (_, w) in self.waiters.drain() {
+            let _ = w.send(Err(KafkaError::Disconnected {
+                addr: addr.to_string(),
+                reason: reason.to_string(),
+            }));
+        }
+    }
+}
+
+struct Inner {
+    addr: String,
+    client_id: StrBytes,
+    timeout: Duration,
+    next_correlation: AtomicI32,
+    pending: Arc<Mutex<Pending>>,
+    outbox: mpsc::UnboundedSender<Bytes>,
+    /// Broker-side version ranges by API key, from ApiVersions.
+    versions: std::sync::OnceLock<HashMap<i16, VersionRange>>,
+    tasks: [JoinHandle<()>; 2],
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A cheap handle (`Clone`) on one broker connection.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Connection({})", self.inner.addr)
+    }
+}
+
+impl Connection {
+    /// Dials `addr`, starts the reader and writer tasks and negotiates API versions.
+    pub async fn connect(
+        addr: &str,
+        client_id: &str,
+        timeout: Duration,
+    ) -> Result<Self, KafkaError> {
+        let io_err = |source| KafkaError::Io {
+            addr: addr.to_string(),
+            source,
+        };
+        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+            .await
+            .map_err(|_| KafkaError::Timeout {
+                addr: addr.to_string(),
+                api: "connect",
+                timeout_ms: timeout.as_millis() as u64,
+            })?
+            .map_err(io_err)?;
+        stream.set_nodelay(true).map_err(io_err)?;
+        let (mut read, mut write) = stream.into_split();
+        let pending = Arc::new(Mutex::new(Pending::default()));
+        let (outbox, mut rx) = mpsc::unbounded_channel::<Bytes>();
+
+        let writer = {
+            let pending = pending.clone();
+            let addr = addr.to_string();
+            tokio::spawn(async move {
+                while let Some(frame) = rx.recv().await {
+                    if let Err(e) = write.write_all(&frame).await {
+                        pending
+                            .lock()
+                            .unwrap()
+                            .poison(&addr, &format!("write failed: {e}"));
+                        return;
+                    }
+                }
+            })
+        };
+        let reader = {
+            let pending = pending.clone();
+            let addr = addr.to_string();
+            tokio::spawn(async move {
+                let reason = read_loop(&mut read, &pending).await;
+                pending.lock().unwrap().poison(&addr, &reason);
+            })
+        };
+        let inner = Arc::new(Inner {
+            addr: addr.to_string(),
+            client_id: StrBytes::from_string(client_id.to_string()),
+            timeout,
+            next_correlation: AtomicI32::new(1),
+            pending,
+            outbox,
+            versions: std::sync::OnceLock::new(),
+            tasks: [writer, reader],
+        });
+        let versions = negotiate(&inner).await?;
+        let _ = inner.versions.set(versions);
+        Ok(Connection { inner })
+    }
+
+    pub fn addr(&self) -> &str {
+        &self.inner.addr
+    }
+
+    /// False once an I/O error, a framing error or a timeout has poisoned the connection.
+    pub fn is_usable(&self) -> bool {
+        self.inner.pending.lock().unwrap().poisoned.is_none()
+    }
+
+    /// The highest version of `R` both strait and the broker speak.
+    pub fn version<R: Request>(&self) -> Option<i16> {
+        pick_version(self.inner.versions.get()?, R::KEY, R::VERSIONS)
+    }
+
+    /// Sends `req` at the negotiated version and waits for its response.
+    pub async fn send<R: Request>(&self, req: &R) -> Result<R::Response, KafkaError> {
+        self.start(req)?.response().await
+    }
+
+    /// Queues `req` now, in call order, and returns the handle to await its response:
+    /// what keeps pipelined Produce requests of one partition in sequence order.
+    pub fn start<R: Request>(&self, req: &R) -> Result<InFlight<R>, KafkaError> {
+        let version = self
+            .version::<R>()
+            .ok_or_else(|| KafkaError::UnsupportedApi {
+                addr: self.inner.addr.clone(),
+                api: api_name(R::KEY),
+            })?;
+        queue(&self.inner, req, version)
+    }
+}
+
+/// A request that is already queued on the connection, waiting for its response.
+pub struct InFlight<R: Request> {
+    inner: Arc<Inner>,
+    version: i16,
+    rx: oneshot::Receiver<Result<Bytes, KafkaError>>,
+    _request: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: Request> InFlight<R> {
+    /// Waits for the response (bounded by the connection's request timeout).
+    pub async fn response(self) -> Result<R::Response, KafkaError> {
+        let inner = &self.inner;
+        let api = api_name(R::KEY);
+        let body = match tokio::time::timeout(inner.timeout, self.rx).await {
+            Ok(Ok(result)) => result?,
+            Ok(Err(_)) => {
+                return Err(KafkaError::Disconnected {
+                    addr: inner.addr.clone(),
+                    reason: "reader stopped".into(),
+                })
+            }
+            Err(_) => {
+                // The response may still arrive, but nobody knows when; like the Java client,
+                // give the whole connection up.
+                inner
+                    .pending
+                    .lock()
+                    .unwrap()
+                    .poison(&inner.addr, &format!("{api} timed out"));
+                return Err(KafkaError::Timeout {
+                    addr: inner.addr.clone(),
+                    api,
+                    timeout_ms: inner.timeout.as_millis() as u64,
+                });
+            }
+        };
+        codec::decode_response::<R>(body, self.version).map_err(|e| KafkaError::Protocol {
+            addr: inner.addr.clone(),
+            api,
+            version: self.version,
+            reason: e.to_string(),
+        })
+    }
+}
+
+/// Encodes `req` and queues its frame behind every request queued before it (synchronously,
+/// so callers control the order in which requests reach the broker).
+fn queue<R: Request>(inner: &Arc<Inner>, req: &R, version: i16) -> Result<InFlight<R>, KafkaError> {
+    let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed) & i32::MAX;
+    let frame =
+        codec::encode_request(req, version, correlation, &inner.client_id).map_err(|e| {
+            KafkaError::Protocol {
+                addr: inner.addr.clone(),
+                api: api_name(R::KEY),
+                version,
+                reason: e.to_string(),
+            }
+        })?;
+    let (tx, rx) = oneshot::channel();
+    let mut pending = inner.pending.lock().unwrap();
+    if let Some(reason) = &pending.poisoned {
+        return Err(KafkaError::Disconnected {
+            addr: inner.addr.clone(),
+            reason: reason.clone(),
+        });
+    }
+    if inner.outbox.send(frame).is_err() {
+        return Err(KafkaError::Disconnected {
+            addr: inner.addr.clone(),
+            reason: "writer stopped".into(),
+        });
+    }
+    pending.waiters.insert(correlation, tx);
+    Ok(InFlight {
+        inner: inner.clone(),
+        version,
+        rx,
+        _request: std::marker::PhantomData,
+    })
+}
+
+async fn read_loop(read: &mut tokio::net::tcp::OwnedReadHalf, pending: &Mutex<Pending>) -> String {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        loop {
+            match codec::decode_frame(&mut buf, MAX_FRAME_BYTES) {
+                Ok(Some(frame)) => {
+                    let Some(id) = codec::correlation_id(&frame) else {
+                        return "frame without correlation id".into();
+                    };
+                    match pending.lock().unwrap().waiters.remove(&id) {
+                        Some(waiter) => {
+                            let _ = waiter.send(Ok(frame));
+                        }
+                        None => return format!("response with unknown correlation id {id}"),
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => return format!("bad frame: {e}"),
+            }
+        }
+        if buf.capacity() - buf.len() < 8 * 1024 {
+            buf.reserve(64 * 1024);
+        }
+        match read.read_buf(&mut buf).await {
+            Ok(0) => return "closed by broker".into(),
+            Ok(_) => {}
+            Err(e) => return format!("read failed: {e}"),
+        }
+    }
+}
+
+/// ApiVersions v3 first; a broker that does not speak it answers UNSUPPORTED_VERSION with
+/// its own range in a v0 body (KIP-511), and strait retries with that.
+async fn negotiate(inner: &Arc<Inner>) -> Result<HashMap<i16, VersionRange>, KafkaError> {
+    let request = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("strait"))
+        .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
+    let mut response: ApiVersionsResponse = queue(inner, &request, 3)?.response().await?;
+    if response.error_code == 35 {
+        let max = response
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == ApiKey::ApiVersions as i16)
+            .map(|k| k.max_version.min(3))
+            .unwrap_or(0);
+        response = queue(inner, &request, max)?.response().await?;
+    }
+    KafkaError::check("ApiVersions", || inner.addr.clone(), response.error_code)?;
+    Ok(response
+        .api_keys
+        .iter()
+        .map(|k| {
+            (
+                k.api_key,
+                VersionRange {
+                    min: k.min_version,
+                    max: k.max_version,
+                },
+            )
+        })
+        .collect())
+}
+
+fn pick_version(broker: &HashMap<i16, VersionRange>, key: i16, ours: VersionRange) -> Option<i16> {
+    let both = broker.get(&key)?.intersect(&ours);
+    (!both.is_empty()).then_some(both.max)
+}
+
+fn api_name(key: i16) -> &'static str {
+    ApiKey::try_from(key)
+        .map(|k| match k {
+            ApiKey::Produce => "Produce",
+            ApiKey::Fetch => "Fetch",
+            ApiKey::ListOffsets => "ListOffsets",
+            ApiKey::Metadata => "Metadata",
+            ApiKey::ApiVersions => "ApiVersions",
+            ApiKey::CreateTopics => "CreateTopics",
+            ApiKey::InitProducerId => "InitProducerId",
+            ApiKey::DescribeConfigs => "DescribeConfigs",
+            ApiKey::IncrementalAlterConfigs => "IncrementalAlterConfigs",
+            ApiKey::CreatePartitions => "CreatePartitions",
+            ApiKey::OffsetFetch => "OffsetFetch",
+            ApiKey::OffsetCommit => "OffsetCommit",
+            ApiKey::ListGroups => "ListGroups",
+            ApiKey::DescribeGroups => "DescribeGroups",
+            ApiKey::FindCoordinator => "FindCoordinator",
+            _ => "request",
+        })
+        .unwrap_or("request")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_the_highest_common_version() {
+        let mut broker = HashMap::new();
+        broker.insert(1, VersionRange { min: 4, max: 17 });
+        assert_eq!(
+            pick_version(&broker, 1, VersionRange { min: 4, max: 18 }),
+            Some(17)
+        );
+        assert_eq!(
+            pick_version(&broker, 1, VersionRange { min: 0, max: 3 }),
+            None
+        );
+        assert_eq!(
+            pick_version(&broker, 2, VersionRange { min: 0, max: 3 }),
+            None
+        );
+    }
+}

@@ -1,0 +1,77 @@
+//! `KafkaError`: every failure of a request to a broker, with the context an operator needs
+//! (which broker, which API, which topic-partition, which Kafka error code).
+
+use kafka_protocol::error::ResponseError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaError {
+    #[error("{addr}: {source}")]
+    Io {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{addr}: {api} request timed out after {timeout_ms} ms")]
+    Timeout {
+        addr: String,
+        api: &'static str,
+        timeout_ms: u64,
+    },
+    #[error("{addr}: connection closed ({reason})")]
+    Disconnected { addr: String, reason: String },
+    #[error("{addr}: bad frame: {reason}")]
+    Frame { addr: String, reason: String },
+    #[error("{addr}: cannot encode/decode {api} v{version}: {reason}")]
+    Protocol {
+        addr: String,
+        api: &'static str,
+        version: i16,
+        reason: String,
+    },
+    #[error("{addr}: broker supports no version of {api} that strait speaks")]
+    UnsupportedApi { addr: String, api: &'static str },
+    #[error("{api} for {context}: Kafka error {code} ({})", code.code())]
+    Broker {
+        api: &'static str,
+        context: String,
+        code: ResponseError,
+    },
+    #[error("cluster {cluster}: no bootstrap server reachable (tried {tried}): {last}")]
+    NoBootstrap {
+        cluster: String,
+        tried: String,
+        last: String,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl KafkaError {
+    /// Whether the same request may succeed if sent again (possibly after a metadata refresh).
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            KafkaError::Io { .. }
+            | KafkaError::Timeout { .. }
+            | KafkaError::Disconnected { .. }
+            | KafkaError::NoBootstrap { .. } => true,
+            KafkaError::Broker { code, .. } => code.is_retriable(),
+            _ => false,
+        }
+    }
+
+    /// Turns a response error code into `Err` with context; `0` is `Ok`.
+    pub fn check(
+        api: &'static str,
+        context: impl FnOnce() -> String,
+        code: i16,
+    ) -> Result<(), KafkaError> {
+        match ResponseError::try_from_code(code) {
+            None => Ok(()),
+            Some(code) => Err(KafkaError::Broker {
+                api,
+                context: context(),
+                code,
+            }),
+        }
+    }
+}

@@ -1,0 +1,780 @@
+//! The produce engine: writes fetched batches to the target as strait's own idempotent
+//! producer. One task owns every partition's queue, so ordering needs no locks:
+//! * each batch gets strait's producer id/epoch and the partition's next sequence, then its
+//!   CRC is recomputed (`RawBatch::rewrite`); records bytes are never touched;
+//! * a Produce request carries at most one batch per partition (Produce v3+ rule) and as
+//!   many partitions of one leader as fit; `acks=all`;
+//! * at most `max_in_flight` (≤ 5) batches per partition are unacknowledged, which keeps
+//!   order under idempotence; a failed batch and every later one are resent with the same
+//!   sequences once the partition's outstanding requests are back;
+//! * what the target acknowledged becomes the partition's `Position`, the only thing the
+//!   progress topic ever records (DESIGN.md rule 8).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::batch::{ProducerStamp, RawBatch};
+use crate::fetch::{Chunk, FetchEvent};
+use crate::kafka::backoff::Backoff;
+use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
+use crate::progress::{self, Position};
+
+/// Produce knobs, from the flow's configuration.
+#[derive(Debug, Clone)]
+pub struct ProduceConfig {
+    /// Unacknowledged batches per partition, 1..=5.
+    pub max_in_flight: usize,
+    /// Soft limit of one Produce request (a single larger batch still goes alone).
+    pub max_request_bytes: usize,
+    /// How often acknowledged positions are written to the progress topic.
+    pub commit_interval: Duration,
+    /// How long a shutdown may spend draining in-flight batches.
+    pub drain_timeout: Duration,
+}
+
+/// Where one source partition goes, and where it resumes.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub source: TopicPartition,
+    pub target: TopicPartition,
+    pub resume: Option<Position>,
+}
+
+/// What the engine counted, for the flow's status line and for tests.
+#[derive(Debug, Default, Clone)]
+pub struct Stats {
+    pub batches: u64,
+    pub records: u64,
+    pub bytes: u64,
+    /// Sum over partitions of (source high watermark - acknowledged position).
+    pub lag: i64,
+    pub stopped: usize,
+}
+
+struct Entry {
+    /// `None` for a position-only entry (the chunk's tail was control/aborted batches).
+    batch: Option<RawBatch>,
+    source_next: i64,
+    seq: Option<i32>,
+    /// Positions this entry commits, when it is a progress record batch.
+    commits: Vec<(usize, Position)>,
+    _permit: Option<OwnedSemaphorePermit>,
+}
+
+struct Part {
+    source: TopicPartition,
+    target: TopicPartition,
+    leader: Option<i32>,
+    queue: VecDeque<Entry>,
+    inflight: VecDeque<Entry>,
+    outstanding: usize,
+    next_seq: i32,
+    failed: bool,
+    needs_metadata: bool,
+    retry_at: Option<Instant>,
+    backoff: Backoff,
+    acked: Position,
+    committed: Position,
+    high_watermark: i64,
+    stopped: bool,
+}
+
+impl Part {
+    fn new(source: TopicPartition, target: TopicPartition, resume: Option<Position>) -> Part {
+        let start = resume.unwrap_or(Position {
+            source_next: -1,
+            target_next: -1,
+        });
+        Part {
+            source,
+            target,
+            leader: None,
+            queue: VecDeque::new(),
+            inflight: VecDeque::new(),
+            outstanding: 0,
+            next_seq: 0,
+            failed: false,
+            needs_metadata: true,
+            retry_at: None,
+            backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
+            acked: start,
+            committed: start,
+            high_watermark: -1,
+            stopped: false,
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.queue.is_empty() && self.inflight.is_empty()
+    }
+}
+
+/// Commands from the flow to a running engine.
+#[derive(Debug)]
+pub enum Command {
+    Route(Route),
+}
+
+/// The result of one request, carried back into the engine task.
+struct Completion {
+    broker: i32,
+    sent: Vec<(usize, i32)>,
+    result: Result<ProduceResponse, KafkaError>,
+}
+
+pub struct Engine {
+    target: Arc<Cluster>,
+    config: ProduceConfig,
+    parts: Vec<Part>,
+    by_source: HashMap<TopicPartition, usize>,
+    progress_part: usize,
+    producer: (i64, i16),
+    reset_pending: bool,
+    conns: HashMap<i32, Connection>,
+    broker_inflight: HashMap<i32, usize>,
+    throttled_until: HashMap<i32, Instant>,
+    requests: JoinSet<Completion>,
+    stats: Stats,
+    topic_ids: HashMap<Arc<str>, uuid::Uuid>,
+}
+
+/// Requests in flight per target broker (the Java producer's max.in.flight per connection).
+const BROKER_IN_FLIGHT: usize = 5;
+
+impl Engine {
+    /// Prepares an engine that writes to `target` and records progress in `progress_topic`.
+    pub async fn new(
+        target: Arc<Cluster>,
+        config: ProduceConfig,
+        progress_topic: &str,
+    ) -> Result<Engine, KafkaError> {
+        let producer = init_producer_id(&target).await?;
+        let progress_tp = TopicPartition::new(progress_topic, 0);
+        let mut engine = Engine {
+            target,
+            config,
+            parts: Vec::new(),
+            by_source: HashMap::new(),
+            progress_part: 0,
+            producer,
+            reset_pending: false,
+            conns: HashMap::new(),
+            broker_inflight: HashMap::new(),
+            throttled_until: HashMap::new(),
+            requests: JoinSet::new(),
+            stats: Stats::default(),
+            topic_ids: HashMap::new(),
+        };
+        engine
+            .parts
+            .push(Part::new(progress_tp.clone(), progress_tp, None));
+        tracing::info!(cluster = %engine.target.alias(), producer_id = producer.0, epoch = producer.1, "idempotent producer ready");
+        Ok(engine)
+    }
+
+    pub fn route(&mut self, route: Route) {
+        if self.by_source.contains_key(&route.source) {
+            return;
+        }
+        self.by_source
+            .insert(route.source.clone(), self.parts.len());
+        self.parts
+            .push(Part::new(route.source, route.target, route.resume));
+    }
+
+    /// Runs until `shutdown`, then drains what is in flight and commits progress.
+    pub async fn run(
+        mut self,
+        mut events: mpsc::Receiver<FetchEvent>,
+        mut commands: mpsc::UnboundedReceiver<Command>,
+        stats: tokio::sync::watch::Sender<Stats>,
+        shutdown: CancellationToken,
+    ) -> Result<Stats, KafkaError> {
+        let mut commit_tick = tokio::time::interval(self.config.commit_interval);
+        commit_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut wake = tokio::time::interval(Duration::from_millis(50));
+        wake.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                Some(done) = self.requests.join_next(), if !self.requests.is_empty() => {
+                    if let Ok(done) = done { self.complete(done); }
+                }
+                Some(cmd) = commands.recv() => match cmd { Command::Route(r) => self.route(r) },
+                Some(event) = events.recv() => self.accept(event),
+                _ = commit_tick.tick() => {
+                    self.commit();
+                    self.stats.lag = self.lag();
+                    let _ = stats.send(self.stats.clone());
+                }
+                _ = wake.tick() => {}
+            }
+            self.recover().await?;
+            self.pump().await;
+        }
+        // Drain: no new batches; finish what is queued or in flight, then commit.
+        drop(events);
+        let deadline = Instant::now() + self.config.drain_timeout;
+        let mut committed = false;
+        while Instant::now() < deadline {
+            let data_idle = self
+                .parts
+                .iter()
+                .enumerate()
+                .all(|(i, p)| i == self.progress_part || p.idle() || p.stopped);
+            if data_idle && !committed {
+                self.commit();
+                committed = true;
+            }
+            if data_idle && committed && self.parts[self.progress_part].idle() {
+                break;
+            }
+            tokio::select! {
+                Some(done) = self.requests.join_next(), if !self.requests.is_empty() => {
+                    if let Ok(done) = done { self.complete(done); }
+                }
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+            self.recover().await?;
+            self.pump().await;
+        }
+        self.stats.lag = self.lag();
+        let _ = stats.send(self.stats.clone());
+        Ok(self.stats)
+    }
+
+    fn lag(&self) -> i64 {
+        self.parts
+            .iter()
+            .filter(|p| p.high_watermark >= 0 && p.acked.source_next >= 0)
+            .map(|p| (p.high_watermark - p.acked.source_next).max(0))
+            .sum()
+    }
+
+    fn accept(&mut self, event: FetchEvent) {
+        match event {
+            FetchEvent::Chunk(chunk) => self.enqueue(chunk),
+            FetchEvent::Stopped { tp, .. } => {
+                if let Some(&i) = self.by_source.get(&tp) {
+                    self.stop(i);
+                }
+            }
+        }
+    }
+
+    /// Gives a partition up: nothing more is sent for it and its queued batches are
+    /// released. Its committed position stays where the target acknowledged, so a restart
+    /// (after the cause is fixed) resumes without loss.
+    fn stop(&mut self, i: usize) {
+        let part = &mut self.parts[i];
+        if !part.stopped {
+            part.stopped = true;
+            part.queue.clear();
+            self.stats.stopped += 1;
+        }
+    }
+
+    fn enqueue(&mut self, chunk: Chunk) {
+        let Some(&i) = self
+            .by_source
+            .get(&chunk.tp)
+            .filter(|&&i| !self.parts[i].stopped)
+        else {
+            // Unrouted or stopped: dropping the chunk releases its share of the fetch buffer.
+            return;
+        };
+        let Chunk {
+            batches,
+            next_offset,
+            high_watermark,
+            mut permit,
+            ..
+        } = chunk;
+        let part = &mut self.parts[i];
+        part.high_watermark = high_watermark;
+        let mut last = None;
+        for batch in batches {
+            let bytes = (batch.len() as u32).min(permit.num_permits() as u32);
+            last = Some(batch.next_offset());
+            part.queue.push_back(Entry {
+                source_next: batch.next_offset(),
+                batch: Some(batch),
+                seq: None,
+                commits: Vec::new(),
+                _permit: permit.split(bytes as usize),
+            });
+        }
+        if last != Some(next_offset) {
+            part.queue.push_back(Entry {
+                batch: None,
+                source_next: next_offset,
+                seq: None,
+                commits: Vec::new(),
+                _permit: Some(permit),
+            });
+        }
+    }
+
+    /// Queues one progress record batch holding every position acked since the last commit.
+    fn commit(&mut self) {
+        let changed: Vec<(usize, Position)> = self
+            .parts
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| {
+                *i != self.progress_part && p.acked != p.committed && p.acked.source_next >= 0
+            })
+            .map(|(i, p)| (i, p.acked))
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        let records: Vec<(TopicPartition, Position)> = changed
+            .iter()
+            .map(|(i, pos)| (self.parts[*i].source.clone(), *pos))
+            .collect();
+        let batch = progress::encode(&records, now_ms());
+        let part = &mut self.parts[self.progress_part];
+        part.queue.push_back(Entry {
+            source_next: -1,
+            batch: Some(batch),
+            seq: None,
+            commits: changed,
+            _permit: None,
+        });
+    }
+
+    /// Builds and sends one request per target broker that has room, as long as batches wait.
+    async fn pump(&mut self) {
+        if self.reset_pending {
+            return;
+        }
+        let now = Instant::now();
+        // Position-only entries at the front of an idle partition are acknowledged at once.
+        for part in &mut self.parts {
+            while part.inflight.is_empty() && part.queue.front().is_some_and(|e| e.batch.is_none())
+            {
+                let e = part.queue.pop_front().unwrap();
+                part.acked.source_next = e.source_next;
+            }
+        }
+        let mut leaders: Vec<i32> = self
+            .parts
+            .iter()
+            .filter(|p| !p.queue.is_empty())
+            .filter_map(|p| p.leader)
+            .collect();
+        leaders.sort_unstable();
+        leaders.dedup();
+        for broker in leaders {
+            if self.broker_inflight.get(&broker).copied().unwrap_or(0) >= BROKER_IN_FLIGHT {
+                continue;
+            }
+            if self.throttled_until.get(&broker).is_some_and(|t| *t > now) {
+                continue;
+            }
+            let conn = match self.conns.get(&broker).filter(|c| c.is_usable()) {
+                Some(c) => c.clone(),
+                None => match self.target.broker(broker).await {
+                    Ok(c) => {
+                        self.conns.insert(broker, c.clone());
+                        c
+                    }
+                    Err(e) => {
+                        tracing::warn!(broker, error = %e, "cannot reach target broker");
+                        for p in self.parts.iter_mut().filter(|p| p.leader == Some(broker)) {
+                            p.needs_metadata = true;
+                            p.leader = None;
+                        }
+                        continue;
+                    }
+                },
+            };
+            self.send_to(broker, conn, now);
+        }
+    }
+
+    fn send_to(&mut self, broker: i32, conn: Connection, now: Instant) {
+        let (pid, epoch) = self.producer;
+        let mut topics: Vec<TopicProduceData> = Vec::new();
+        let mut sent = Vec::new();
+        let mut size = 0usize;
+        for (i, part) in self.parts.iter_mut().enumerate() {
+            if part.leader != Some(broker)
+                || part.failed
+                || part.stopped
+                || part.retry_at.is_some_and(|t| t > now)
+            {
+                continue;
+            }
+            if part.inflight.len() >= self.config.max_in_flight {
+                continue;
+            }
+            let Some(mut entry) = part.queue.pop_front() else {
+                continue;
+            };
+            let Some(batch) = entry.batch.as_ref() else {
+                // A position-only entry behind batches still in flight.
+                part.inflight.push_back(entry);
+                continue;
+            };
+            let seq = *entry.seq.get_or_insert_with(|| {
+                let s = part.next_seq;
+                part.next_seq = next_sequence(s, batch.record_count());
+                s
+            });
+            let stamped = batch.rewrite(&ProducerStamp {
+                producer_id: pid,
+                producer_epoch: epoch,
+                base_sequence: seq,
+                transactional: false,
+            });
+            size += stamped.len();
+            let data = PartitionProduceData::default()
+                .with_index(part.target.partition)
+                .with_records(Some(stamped));
+            let topic_id = self
+                .topic_ids
+                .get(&part.target.topic)
+                .copied()
+                .unwrap_or_default();
+            match topics
+                .iter_mut()
+                .find(|t| t.name.0.as_str() == &*part.target.topic)
+            {
+                Some(t) => t.partition_data.push(data),
+                None => topics.push(
+                    TopicProduceData::default()
+                        .with_name(TopicName(StrBytes::from_string(
+                            part.target.topic.to_string(),
+                        )))
+                        .with_topic_id(topic_id)
+                        .with_partition_data(vec![data]),
+                ),
+            }
+            part.inflight.push_back(entry);
+            part.outstanding += 1;
+            sent.push((i, seq));
+            if size >= self.config.max_request_bytes {
+                break;
+            }
+        }
+        if sent.is_empty() {
+            return;
+        }
+        let request = ProduceRequest::default()
+            .with_acks(-1)
+            .with_timeout_ms(self.target.timeout().as_millis().min(i32::MAX as u128) as i32)
+            .with_topic_data(topics);
+        *self.broker_inflight.entry(broker).or_default() += 1;
+        match conn.start(&request) {
+            Ok(inflight) => {
+                self.requests.spawn(async move {
+                    Completion {
+                        broker,
+                        sent,
+                        result: inflight.response().await,
+                    }
+                });
+            }
+            Err(e) => {
+                let result = Err(e);
+                self.complete(Completion {
+                    broker,
+                    sent,
+                    result,
+                });
+            }
+        }
+    }
+
+    fn complete(&mut self, done: Completion) {
+        if let Some(n) = self.broker_inflight.get_mut(&done.broker) {
+            *n = n.saturating_sub(1);
+        }
+        let response = match done.result {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(broker = done.broker, error = %e, "produce request failed; will resend");
+                self.conns.remove(&done.broker);
+                for (i, _) in done.sent {
+                    let part = &mut self.parts[i];
+                    part.outstanding -= 1;
+                    part.failed = true;
+                    part.needs_metadata = true;
+                }
+                return;
+            }
+        };
+        if response.throttle_time_ms > 0 {
+            self.throttled_until.insert(
+                done.broker,
+                Instant::now() + Duration::from_millis(response.throttle_time_ms as u64),
+            );
+        }
+        let mut results: HashMap<(String, i32), (i16, i64)> = HashMap::new();
+        let names: HashMap<uuid::Uuid, Arc<str>> = self
+            .topic_ids
+            .iter()
+            .map(|(n, id)| (*id, n.clone()))
+            .collect();
+        for t in response.responses {
+            let name = if t.name.0.is_empty() {
+                names
+                    .get(&t.topic_id)
+                    .map(|n| n.to_string())
+                    .unwrap_or_default()
+            } else {
+                t.name.0.to_string()
+            };
+            for p in t.partition_responses {
+                results.insert((name.clone(), p.index), (p.error_code, p.base_offset));
+            }
+        }
+        for (i, seq) in done.sent {
+            self.parts[i].outstanding -= 1;
+            let key = (
+                self.parts[i].target.topic.to_string(),
+                self.parts[i].target.partition,
+            );
+            let (code, base_offset) = results.get(&key).copied().unwrap_or((-1, -1));
+            self.on_result(i, seq, code, base_offset);
+        }
+    }
+
+    fn on_result(&mut self, i: usize, seq: i32, code: i16, base_offset: i64) {
+        const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
+        const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
+        const UNKNOWN_PRODUCER_ID: i16 = 59;
+        const INVALID_PRODUCER_EPOCH: i16 = 47;
+        const LEADERSHIP: [i16; 5] = [3, 5, 6, 56, 100];
+        if code == 0 || code == DUPLICATE_SEQUENCE_NUMBER {
+            return self.on_ack(i, seq, base_offset);
+        }
+        let part = &mut self.parts[i];
+        match code {
+            UNKNOWN_PRODUCER_ID | INVALID_PRODUCER_EPOCH => {
+                tracing::warn!(partition = %part.target, code, "target lost strait's producer state; re-initialising the producer");
+                part.failed = true;
+                self.reset_pending = true;
+            }
+            OUT_OF_ORDER_SEQUENCE_NUMBER
+                if !part.failed && part.inflight.front().and_then(|e| e.seq) == Some(seq) =>
+            {
+                tracing::warn!(partition = %part.target, seq, "out-of-order sequence at the head of the partition; re-initialising the producer");
+                part.failed = true;
+                self.reset_pending = true;
+            }
+            code => {
+                let error =
+                    KafkaError::check("Produce", || part.target.to_string(), code).unwrap_err();
+                if code == -1 {
+                    tracing::warn!(partition = %part.target, "Produce response lacks the partition; will resend");
+                    part.failed = true;
+                    part.needs_metadata = true;
+                } else if error.is_retriable() || code == OUT_OF_ORDER_SEQUENCE_NUMBER {
+                    tracing::debug!(error = %error, "retriable produce error");
+                    part.failed = true;
+                    part.needs_metadata |= LEADERSHIP.contains(&code);
+                } else {
+                    let at = part
+                        .inflight
+                        .iter()
+                        .find(|e| e.seq == Some(seq))
+                        .map(|e| e.source_next)
+                        .unwrap_or(-1);
+                    tracing::error!(source = %part.source, target = %part.target, source_next_offset = at, error = %error, "partition stopped: the target refused a batch");
+                    self.stop(i);
+                }
+            }
+        }
+    }
+
+    /// The broker appended the batch with sequence `seq` at `base_offset`: it and every
+    /// earlier batch of the partition are done.
+    fn on_ack(&mut self, i: usize, seq: i32, base_offset: i64) {
+        let done: Vec<Entry> = {
+            let part = &mut self.parts[i];
+            let Some(pos) = part.inflight.iter().position(|e| e.seq == Some(seq)) else {
+                return;
+            };
+            let mut done: Vec<Entry> = part.inflight.drain(..=pos).collect();
+            while part.inflight.front().is_some_and(|e| e.batch.is_none()) {
+                done.extend(part.inflight.pop_front());
+            }
+            part.backoff.reset();
+            done
+        };
+        let data = i != self.progress_part;
+        let mut acked = self.parts[i].acked;
+        for e in done {
+            match &e.batch {
+                Some(b) if e.seq == Some(seq) => {
+                    if data {
+                        self.stats.batches += 1;
+                        self.stats.records += b.record_count() as u64;
+                        self.stats.bytes += b.len() as u64;
+                    }
+                    acked = Position {
+                        source_next: e.source_next,
+                        target_next: if base_offset >= 0 {
+                            base_offset + b.record_count() as i64
+                        } else {
+                            -1
+                        },
+                    };
+                }
+                // A position-only entry moves the source position; the target has nothing new.
+                None => acked.source_next = e.source_next,
+                // Appended, but its offsets were not reported (an earlier try's answer was lost).
+                Some(_) => {
+                    acked = Position {
+                        source_next: e.source_next,
+                        target_next: -1,
+                    };
+                }
+            }
+            for (j, pos) in e.commits {
+                // The progress record batch is acknowledged: these positions are durable.
+                self.parts[j].committed = pos;
+            }
+        }
+        if data {
+            self.parts[i].acked = acked;
+        }
+    }
+
+    /// Puts failed partitions back on their feet once their outstanding requests are back,
+    /// refreshes leaders, and re-initialises the producer when the target asked for it.
+    async fn recover(&mut self) -> Result<(), KafkaError> {
+        if self.reset_pending && self.requests.is_empty() {
+            self.producer = init_producer_id(&self.target).await?;
+            tracing::info!(
+                producer_id = self.producer.0,
+                epoch = self.producer.1,
+                "producer re-initialised; resending unacknowledged batches"
+            );
+            for part in &mut self.parts {
+                requeue(part);
+                part.next_seq = 0;
+                for e in &mut part.queue {
+                    e.seq = None;
+                }
+                part.failed = false;
+            }
+            self.reset_pending = false;
+        }
+        let now = Instant::now();
+        for part in &mut self.parts {
+            if part.failed && part.outstanding == 0 && !self.reset_pending {
+                requeue(part);
+                part.failed = false;
+                part.retry_at = Some(now + part.backoff.next_delay());
+            }
+        }
+        let missing: Vec<String> = {
+            let mut v: Vec<String> = self
+                .parts
+                .iter()
+                .filter(|p| p.needs_metadata && p.outstanding == 0 && !p.stopped)
+                .map(|p| p.target.topic.to_string())
+                .collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        match self.target.metadata(Some(&missing)).await {
+            Ok(topics) => {
+                for t in topics {
+                    let name: Arc<str> = Arc::from(t.name.as_str());
+                    self.topic_ids.insert(name.clone(), t.id);
+                    for part in self
+                        .parts
+                        .iter_mut()
+                        .filter(|p| p.target.topic == name && p.needs_metadata)
+                    {
+                        if let Some(pm) = t
+                            .partitions
+                            .iter()
+                            .find(|pm| pm.partition == part.target.partition && pm.leader >= 0)
+                        {
+                            part.leader = Some(pm.leader);
+                            part.needs_metadata = false;
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "target metadata refresh failed"),
+        }
+        Ok(())
+    }
+}
+
+/// Moves unacknowledged in-flight entries back in front of the queue, in order.
+fn requeue(part: &mut Part) {
+    while let Some(e) = part.inflight.pop_back() {
+        part.queue.push_front(e);
+    }
+}
+
+/// Kafka's sequence arithmetic: sequences wrap from `i32::MAX` to 0
+/// (`DefaultRecordBatch.incrementSequence`).
+pub fn next_sequence(seq: i32, records: i32) -> i32 {
+    if seq > i32::MAX - records {
+        records - (i32::MAX - seq) - 1
+    } else {
+        seq + records
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+async fn init_producer_id(target: &Cluster) -> Result<(i64, i16), KafkaError> {
+    let request = InitProducerIdRequest::default()
+        .with_transactional_id(None)
+        .with_transaction_timeout_ms(-1)
+        .with_producer_id((-1).into())
+        .with_producer_epoch(-1);
+    let response = target
+        .with_retry(|conn| {
+            let request = &request;
+            async move {
+                let r = conn.send(request).await?;
+                KafkaError::check("InitProducerId", || conn.addr().to_string(), r.error_code)?;
+                Ok(r)
+            }
+        })
+        .await?;
+    Ok((response.producer_id.0, response.producer_epoch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequences_wrap_like_kafka() {
+        assert_eq!(next_sequence(0, 5), 5);
+        assert_eq!(next_sequence(i32::MAX - 1, 1), i32::MAX);
+        assert_eq!(next_sequence(i32::MAX, 1), 0);
+        assert_eq!(next_sequence(i32::MAX - 2, 5), 2);
+    }
+}

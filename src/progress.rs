@@ -1,0 +1,149 @@
+//! Durable replication progress. For every source partition strait records the next source
+//! offset whose batch the target has not acknowledged yet, and the matching target offset,
+//! in a compacted topic of its own on the target, `strait-progress.<source alias>.internal`
+//! (the `.internal` suffix keeps it out of every MM2 topic filter). On start the topic is read
+//! to its end; the last record per key wins.
+//!
+//! Record layout (big-endian, no headers, partition 0), in the style of MM2's internal topics:
+//! key = STRING source topic, INT32 partition; value = INT16 version (0), INT64 next source
+//! offset, INT64 next target offset (-1 if unknown).
+
+use std::collections::HashMap;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::batch::{decode_uncompressed, encode_batch, OwnRecord, ProducerStamp, RawBatch};
+use crate::fetch::read_partition;
+use crate::kafka::{Cluster, KafkaError, TopicPartition};
+
+/// Where a source partition stands: everything before `source_next` is on the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub source_next: i64,
+    /// Target offset of the record after the last acknowledged one; -1 when unknown.
+    pub target_next: i64,
+}
+
+/// The progress topic of a flow whose source is `source_alias`.
+pub fn topic_name(source_alias: &str) -> String {
+    format!("strait-progress.{source_alias}.internal")
+}
+
+pub fn encode_key(tp: &TopicPartition) -> Bytes {
+    let mut b = BytesMut::with_capacity(2 + tp.topic.len() + 4);
+    b.put_i16(tp.topic.len() as i16);
+    b.put_slice(tp.topic.as_bytes());
+    b.put_i32(tp.partition);
+    b.freeze()
+}
+
+pub fn encode_value(pos: &Position) -> Bytes {
+    let mut b = BytesMut::with_capacity(18);
+    b.put_i16(0);
+    b.put_i64(pos.source_next);
+    b.put_i64(pos.target_next);
+    b.freeze()
+}
+
+/// Decodes one progress record; `None` for bytes that are not one (foreign or newer version).
+pub fn decode(mut key: &[u8], mut value: &[u8]) -> Option<(TopicPartition, Position)> {
+    if key.len() < 2 {
+        return None;
+    }
+    let len = key.get_i16();
+    let len = usize::try_from(len).ok()?;
+    if key.len() != len + 4 {
+        return None;
+    }
+    let topic = std::str::from_utf8(&key[..len]).ok()?.to_string();
+    key.advance(len);
+    let partition = key.get_i32();
+    if value.len() != 18 || value.get_i16() != 0 {
+        return None;
+    }
+    let source_next = value.get_i64();
+    let target_next = value.get_i64();
+    Some((
+        TopicPartition::new(topic, partition),
+        Position {
+            source_next,
+            target_next,
+        },
+    ))
+}
+
+/// One uncompressed batch holding a progress record per position.
+pub fn encode(positions: &[(TopicPartition, Position)], timestamp: i64) -> RawBatch {
+    let encoded: Vec<(Bytes, Bytes)> = positions
+        .iter()
+        .map(|(tp, pos)| (encode_key(tp), encode_value(pos)))
+        .collect();
+    let records: Vec<OwnRecord<'_>> = encoded
+        .iter()
+        .map(|(k, v)| OwnRecord {
+            key: Some(k),
+            value: Some(v),
+            timestamp,
+        })
+        .collect();
+    RawBatch::new(encode_batch(&records, &ProducerStamp::NONE))
+        .expect("encode_batch builds valid batches")
+}
+
+/// Reads the whole progress topic (to its current end) and returns the last position per
+/// source partition. A missing topic means a first start: no progress.
+pub async fn load(
+    target: &Cluster,
+    topic: &str,
+) -> Result<HashMap<TopicPartition, Position>, KafkaError> {
+    let tp = TopicPartition::new(topic, 0);
+    let mut out = HashMap::new();
+    let Some(batches) = read_partition(target, &tp).await? else {
+        return Ok(out);
+    };
+    for batch in batches {
+        let records =
+            decode_uncompressed(&batch).map_err(|e| KafkaError::Other(format!("{tp}: {e}")))?;
+        for r in records {
+            let (Some(k), Some(v)) = (r.key, r.value) else {
+                continue;
+            };
+            if let Some((source, pos)) = decode(&k, &v) {
+                out.insert(source, pos);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip() {
+        let tp = TopicPartition::new("orders", 7);
+        let pos = Position {
+            source_next: 1234,
+            target_next: 99,
+        };
+        assert_eq!(
+            decode(&encode_key(&tp), &encode_value(&pos)),
+            Some((tp.clone(), pos))
+        );
+        assert_eq!(
+            &encode_key(&tp)[..],
+            &[0, 6, b'o', b'r', b'd', b'e', b'r', b's', 0, 0, 0, 7]
+        );
+        assert_eq!(decode(&encode_key(&tp)[..5], &encode_value(&pos)), None);
+        assert_eq!(decode(&[0xff, 0xff], &encode_value(&pos)), None);
+        let batch = encode(&[(tp.clone(), pos)], 5);
+        let decoded = decode_uncompressed(&batch).unwrap();
+        assert_eq!(decoded.len(), 1);
+        let (k, v) = (
+            decoded[0].key.clone().unwrap(),
+            decoded[0].value.clone().unwrap(),
+        );
+        assert_eq!(decode(&k, &v), Some((tp, pos)));
+    }
+}

@@ -1,0 +1,255 @@
+// Workload tools for strait's tests, built on kafka-clients only (compiled by scripts/kafka.sh).
+//
+//   produce --bootstrap B --topic T --count N [--compression none|gzip|snappy|lz4|zstd]
+//           [--idempotent] [--transactional-id ID --txn-size K --abort-every M]
+//           [--value-size S] [--key-space K] [--null-key-every K] [--null-value-every K]
+//           [--headers] [--batch-size BYTES] [--linger-ms MS] [--rate RECORDS_PER_SEC]
+//           [--partition P]
+//   dump --bootstrap B --topic T [--isolation read_committed|read_uncommitted] [--timeout-ms MS]
+//   train --bootstrap B   (exercise TopicCommand, produce and dump once, for a CDS archive)
+//
+// Record i (0-based) produced by `produce`:
+//   key     "key-" + (i % keySpace)                  (keySpace defaults to count)
+//           null when nullKeyEvery > 0 and i % nullKeyEvery == nullKeyEvery - 1
+//   value   "value-" + i + "-", padded to S bytes with the letter ('a' + i % 26)
+//           null when nullValueEvery > 0 and i % nullValueEvery == nullValueEvery - 1
+//   headers (with --headers) h1="v<i>", h2=null, and when i % 5 == 0 a second h1="again-<i>"
+// Transactions hold K records each (the last may be shorter); transaction t (0-based) is aborted
+// when abortEvery > 0 and t % abortEvery == abortEvery - 1, after flushing its records so the
+// aborted data is in the log. Prints "produced N committed C aborted A".
+//
+// `dump` prints one line per record, ordered by partition then offset:
+//   partition \t offset \t timestamp \t timestampType \t key \t value \t headers
+// key/value are base64 or "-" for null; headers are "k=base64" or "k=-" joined by ",".
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.*;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
+import org.apache.kafka.common.PartitionInfo;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeaders;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public class Workload {
+    static final Set<String> FLAGS = Set.of("--idempotent", "--headers");
+
+    public static void main(String[] argv) throws Exception {
+        if (argv.length < 1) fail("usage: Workload produce|dump --bootstrap B --topic T ...");
+        Map<String, String> a = new HashMap<>();
+        for (int i = 1; i < argv.length; i++) {
+            String k = argv[i];
+            if (!k.startsWith("--")) fail("unexpected argument: " + k);
+            if (FLAGS.contains(k)) a.put(k, "true");
+            else if (i + 1 < argv.length) a.put(k, argv[++i]);
+            else fail("missing value for " + k);
+        }
+        switch (argv[0]) {
+            case "produce" -> produce(a);
+            case "dump" -> dump(a);
+            case "train" -> train(req(a, "--bootstrap"));
+            default -> fail("unknown command: " + argv[0]);
+        }
+    }
+
+    static void fail(String msg) {
+        System.err.println("Workload: " + msg);
+        System.exit(2);
+    }
+
+    static String req(Map<String, String> a, String k) {
+        String v = a.get(k);
+        if (v == null) fail("missing " + k);
+        return v;
+    }
+
+    static long num(Map<String, String> a, String k, long dflt) {
+        String v = a.get(k);
+        return v == null ? dflt : Long.parseLong(v);
+    }
+
+    static byte[] utf8(String s) {
+        return s.getBytes(StandardCharsets.UTF_8);
+    }
+
+    static void produce(Map<String, String> a) throws Exception {
+        String topic = req(a, "--topic");
+        long count = num(a, "--count", 0);
+        long keySpace = num(a, "--key-space", Math.max(count, 1));
+        long valueSize = num(a, "--value-size", 0);
+        long nullKeyEvery = num(a, "--null-key-every", 0);
+        long nullValueEvery = num(a, "--null-value-every", 0);
+        boolean headers = a.containsKey("--headers");
+        String txnId = a.get("--transactional-id");
+        long txnSize = num(a, "--txn-size", 100);
+        long abortEvery = num(a, "--abort-every", 0);
+        long rate = num(a, "--rate", 0);
+        Integer partition = a.containsKey("--partition") ? (int) num(a, "--partition", 0) : null;
+
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, req(a, "--bootstrap"));
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, a.getOrDefault("--compression", "none"));
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG,
+                String.valueOf(a.containsKey("--idempotent") || txnId != null));
+        if (txnId != null) p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+        if (a.containsKey("--batch-size")) p.put(ProducerConfig.BATCH_SIZE_CONFIG, a.get("--batch-size"));
+        if (a.containsKey("--linger-ms")) p.put(ProducerConfig.LINGER_MS_CONFIG, a.get("--linger-ms"));
+        p.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, String.valueOf(Math.max(1 << 20, 2 * valueSize + 4096)));
+
+        AtomicReference<Exception> error = new AtomicReference<>();
+        Callback cb = (md, e) -> { if (e != null) error.compareAndSet(null, e); };
+        long committed = 0, aborted = 0, inTxn = 0, txnIndex = 0;
+        long start = System.nanoTime();
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            if (txnId != null) producer.initTransactions();
+            for (long i = 0; i < count; i++) {
+                if (txnId != null && inTxn == 0) producer.beginTransaction();
+                byte[] key = nullKeyEvery > 0 && i % nullKeyEvery == nullKeyEvery - 1
+                        ? null : utf8("key-" + (i % keySpace));
+                byte[] value = nullValueEvery > 0 && i % nullValueEvery == nullValueEvery - 1
+                        ? null : value(i, valueSize);
+                RecordHeaders hs = new RecordHeaders();
+                if (headers) {
+                    hs.add("h1", utf8("v" + i));
+                    hs.add("h2", null);
+                    if (i % 5 == 0) hs.add("h1", utf8("again-" + i));
+                }
+                producer.send(new ProducerRecord<>(topic, partition, key, value, hs), cb);
+                if (error.get() != null) throw error.get();
+                if (txnId == null) {
+                    committed++;
+                } else if (++inTxn == txnSize || i == count - 1) {
+                    producer.flush();
+                    if (error.get() != null) throw error.get();
+                    if (abortEvery > 0 && txnIndex % abortEvery == abortEvery - 1) {
+                        producer.abortTransaction();
+                        aborted += inTxn;
+                    } else {
+                        producer.commitTransaction();
+                        committed += inTxn;
+                    }
+                    inTxn = 0;
+                    txnIndex++;
+                }
+                if (rate > 0) {
+                    long due = start + (i + 1) * 1_000_000_000L / rate;
+                    long wait = due - System.nanoTime();
+                    if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                }
+            }
+            producer.flush();
+        }
+        if (error.get() != null) throw error.get();
+        System.out.println("produced " + count + " committed " + committed + " aborted " + aborted);
+    }
+
+    static byte[] value(long i, long size) {
+        StringBuilder sb = new StringBuilder("value-").append(i).append('-');
+        char pad = (char) ('a' + (int) (i % 26));
+        while (sb.length() < size) sb.append(pad);
+        return utf8(sb.toString());
+    }
+
+    /** Loads the classes that the tests' tool runs need: run with -XX:ArchiveClassesAtExit. */
+    static void train(String bootstrap) throws Exception {
+        String topic = "strait-cds-training";
+        topicCommand("--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                "--partitions", "2", "--config", "cleanup.policy=delete");
+        topicCommand("--bootstrap-server", bootstrap, "--describe", "--topic", topic);
+        for (String codec : List.of("none", "gzip", "snappy", "lz4", "zstd")) {
+            produce(Map.of("--bootstrap", bootstrap, "--topic", topic, "--count", "50",
+                    "--compression", codec, "--headers", "true", "--null-key-every", "7"));
+        }
+        produce(Map.of("--bootstrap", bootstrap, "--topic", topic, "--count", "50",
+                "--transactional-id", "strait-cds-training", "--txn-size", "10", "--abort-every", "2"));
+        dump(Map.of("--bootstrap", bootstrap, "--topic", topic, "--isolation", "read_uncommitted"));
+        dump(Map.of("--bootstrap", bootstrap, "--topic", topic));
+    }
+
+    /** Runs TopicCommand in this JVM (its Exit.exit calls are made to throw here). */
+    static void topicCommand(String... args) throws Exception {
+        int[] firstCode = {-1};
+        org.apache.kafka.common.utils.Exit.setExitProcedure((code, msg) -> {
+            if (firstCode[0] < 0) firstCode[0] = code;
+            throw new IllegalStateException("exit " + code);
+        });
+        try {
+            Class.forName("org.apache.kafka.tools.TopicCommand").getMethod("main", String[].class)
+                    .invoke(null, (Object) args);
+        } catch (java.lang.reflect.InvocationTargetException e) {
+            if (firstCode[0] != 0) throw e;
+        } finally {
+            org.apache.kafka.common.utils.Exit.resetExitProcedure();
+        }
+    }
+
+    static void dump(Map<String, String> a) throws Exception {
+        String topic = req(a, "--topic");
+        long timeoutMs = num(a, "--timeout-ms", 30000);
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, req(a, "--bootstrap"));
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, a.getOrDefault("--isolation", "read_committed"));
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, String.valueOf(4 << 20));
+        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            while (true) {
+                List<PartitionInfo> infos = c.partitionsFor(topic, Duration.ofMillis(5000));
+                if (infos != null && !infos.isEmpty()) {
+                    for (PartitionInfo pi : infos) tps.add(new TopicPartition(topic, pi.partition()));
+                    break;
+                }
+                if (System.currentTimeMillis() > deadline) fail("timeout: topic " + topic + " not found");
+                Thread.sleep(200);
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofMillis(timeoutMs));
+            Set<TopicPartition> pending = new HashSet<>();
+            for (TopicPartition tp : tps) if (c.position(tp) < end.get(tp)) pending.add(tp);
+            while (!pending.isEmpty()) {
+                if (System.currentTimeMillis() > deadline) {
+                    StringBuilder sb = new StringBuilder("timeout after " + timeoutMs + " ms; behind:");
+                    for (TopicPartition tp : pending)
+                        sb.append(' ').append(tp).append(" at ").append(c.position(tp)).append('/').append(end.get(tp));
+                    fail(sb.toString());
+                }
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    TopicPartition tp = new TopicPartition(r.topic(), r.partition());
+                    if (r.offset() < end.get(tp)) out.add(r);
+                }
+                pending.removeIf(tp -> c.position(tp) >= end.get(tp));
+            }
+        }
+        out.sort(Comparator.comparingInt((ConsumerRecord<byte[], byte[]> r) -> r.partition())
+                .thenComparingLong(ConsumerRecord::offset));
+        Base64.Encoder b64 = Base64.getEncoder();
+        StringBuilder sb = new StringBuilder();
+        for (ConsumerRecord<byte[], byte[]> r : out) {
+            sb.append(r.partition()).append('\t').append(r.offset()).append('\t')
+                    .append(r.timestamp()).append('\t').append(r.timestampType().name).append('\t')
+                    .append(r.key() == null ? "-" : b64.encodeToString(r.key())).append('\t')
+                    .append(r.value() == null ? "-" : b64.encodeToString(r.value())).append('\t');
+            boolean first = true;
+            for (Header h : r.headers()) {
+                if (!first) sb.append(',');
+                first = false;
+                sb.append(h.key()).append('=').append(h.value() == null ? "-" : b64.encodeToString(h.value()));
+            }
+            sb.append('\n');
+        }
+        System.out.print(sb);
+        System.out.flush();
+    }
+}
