@@ -3,12 +3,15 @@
 # cluster, loopback only). Jars come from Maven Central; nothing else is downloaded.
 #
 #   scripts/kafka.sh fetch                          download jars, build the tests/java tools
+#                                                   (Workload, Mm2Client); print the cache dir
 #   scripts/kafka.sh classpath                      print the classpath (after fetch)
 #   scripts/kafka.sh start NAME PORT DATA_DIR [k=v ...]
 #                                                   format + start a broker on PORT (controller
 #                                                   on PORT+1), wait until ready, print bootstrap
 #   scripts/kafka.sh stop DATA_DIR                  SIGTERM (then SIGKILL after 20 s)
-#   scripts/kafka.sh tool CLASS ARGS...             run a Kafka / workload Java main class
+#   scripts/kafka.sh tool CLASS ARGS...             run a Kafka / tests/java main class
+#
+# The jars include connect-mirror and its Connect runtime: scripts/mm2.sh runs MirrorMaker 2.
 #
 # Environment:
 #   STRAIT_CACHE                cache root (default $HOME/.cache/strait)
@@ -21,7 +24,7 @@ set -euo pipefail
 KAFKA_VERSION=4.1.1
 LOG4J_VERSION=2.24.3 # the log4j2 version kafka-server 4.1.1 depends on
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-JAVA_SRC="$HERE/../tests/java/Workload.java"
+JAVA_DIR="$HERE/../tests/java"
 CACHE="${STRAIT_CACHE:-$HOME/.cache/strait}/kafka-$KAFKA_VERSION"
 TOOLS_JAR="$CACHE/tools-classes/workload.jar"
 BROKER_CP="$CACHE/libs/*"
@@ -76,18 +79,26 @@ EOF
     touch "$CACHE/libs/.complete"
 }
 
-# Builds the Java workload tools into a jar (class-data sharing ignores class directories),
-# again whenever the source is newer; the tool CDS archive then no longer matches.
+# Builds the Java tools (every tests/java/*.java) into one jar (class-data sharing ignores class
+# directories), again whenever a source is newer or the set of sources changed; the tool CDS
+# archive then no longer matches.
 build_tools() {
-    [[ -f "$JAVA_SRC" ]] || die "missing $JAVA_SRC"
-    [[ -f "$TOOLS_JAR" && ! "$JAVA_SRC" -nt "$TOOLS_JAR" ]] && return 0
+    local srcs=("$JAVA_DIR"/*.java) names="" s stale=0
+    [[ -f "${srcs[0]}" ]] || die "no Java sources in $JAVA_DIR"
+    for s in "${srcs[@]}"; do
+        names+="$(basename "$s") "
+        if [[ "$s" -nt "$TOOLS_JAR" ]]; then stale=1; fi
+    done
+    [[ -f "$TOOLS_JAR" && "$(cat "$TOOLS_JAR.sources" 2>/dev/null)" == "$names" ]] || stale=1
+    ((stale)) || return 0
     local classes="$CACHE/tools-classes.tmp"
     rm -rf "$classes"
     mkdir -p "$classes" "$(dirname "$TOOLS_JAR")"
-    javac -nowarn -encoding UTF-8 --release 17 -cp "$BROKER_CP" -d "$classes" "$JAVA_SRC" >&2 \
+    javac -nowarn -encoding UTF-8 --release 17 -cp "$BROKER_CP" -d "$classes" "${srcs[@]}" >&2 \
         || die "javac failed"
     jar --create --file "$TOOLS_JAR.tmp" -C "$classes" .
     mv "$TOOLS_JAR.tmp" "$TOOLS_JAR"
+    echo "$names" >"$TOOLS_JAR.sources"
     rm -rf "$classes" "$CACHE/cds/tool.jsa"
 }
 

@@ -121,6 +121,11 @@ pub enum BatchError {
         position: usize,
         what: &'static str,
     },
+    #[error("batch at base offset {base_offset}: {source}")]
+    Codec {
+        base_offset: i64,
+        source: crate::compression::CompressionError,
+    },
 }
 
 impl BatchError {
@@ -862,6 +867,182 @@ pub fn decode_uncompressed(batch: &RawBatch) -> Result<Vec<DecodedRecord>, Batch
     Ok(records)
 }
 
+impl RawBatch {
+    /// A batch from a compacted topic with records removed from inside it: its offset range
+    /// (`lastOffsetDelta + 1`) is wider than its record count. Brokers refuse such a batch on
+    /// Produce (`LogValidator.validateBatch`: "Inconsistent batch offset range"), so it has to
+    /// go through [`renumber`] first. Empty batches (record count 0) have no holes.
+    pub fn has_holes(&self) -> bool {
+        self.record_count() > 0
+            && i64::from(self.last_offset_delta()) + 1 != i64::from(self.record_count())
+    }
+}
+
+/// A batch whose records were renumbered by [`renumber`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Renumbered {
+    /// The same records with offset deltas 0..n-1, `lastOffsetDelta` n-1.
+    pub batch: RawBatch,
+    /// The original offset delta of each record, in order: record `i` of the new batch was
+    /// at source offset `base_offset + offset_deltas[i]`.
+    pub offset_deltas: Vec<i32>,
+}
+
+/// Unsigned LEB128 of at most `max_bytes` bytes at the start of `buf`: the value and its
+/// length in bytes, `None` if cut short or too long.
+fn uvarint_at(buf: &[u8], max_bytes: usize) -> Option<(u64, usize)> {
+    let mut value = 0u64;
+    for (i, &b) in buf.iter().take(max_bytes).enumerate() {
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((value, i + 1));
+        }
+    }
+    None
+}
+
+fn unzigzag32(v: u64) -> i32 {
+    let v = v as u32;
+    ((v >> 1) as i32) ^ -((v & 1) as i32)
+}
+
+/// Rewrites a batch with holes (see [`RawBatch::has_holes`]) into one a broker accepts: each
+/// record's `offsetDelta` becomes its index, `lastOffsetDelta` becomes `recordCount - 1`.
+///
+/// The only place strait re-encodes records. A compressed batch is decompressed (bounded,
+/// [`crate::compression::DEFAULT_MAX_DECOMPRESSED`]) and compressed again with the same
+/// codec. Every other byte of each record is kept: attributes, the timestampDelta varint as
+/// it was written, key, value and headers; only the offsetDelta varint and the record
+/// length in front of it change. The header keeps base offset, leader epoch, attributes,
+/// timestamps and producer fields; batchLength, lastOffsetDelta and the CRC are new.
+///
+/// The CRC is checked first: the new one would otherwise vouch for corrupted bytes. The
+/// original deltas must rise strictly from 0 up to at most `lastOffsetDelta`, as compaction
+/// leaves them; anything else is a [`BatchError::MalformedRecord`]. An empty batch comes
+/// back unchanged.
+pub fn renumber(batch: &RawBatch) -> Result<Renumbered, BatchError> {
+    batch.verify_crc()?;
+    let base_offset = batch.base_offset();
+    let compression = batch.compression()?;
+    let codec_error = |source| BatchError::Codec {
+        base_offset,
+        source,
+    };
+    let malformed = |index: usize, what: &'static str| BatchError::MalformedRecord {
+        base_offset,
+        index,
+        position: 0,
+        what,
+    };
+    let count =
+        usize::try_from(batch.record_count()).map_err(|_| malformed(0, "negative record count"))?;
+    if count == 0 {
+        return Ok(Renumbered {
+            batch: batch.clone(),
+            offset_deltas: Vec::new(),
+        });
+    }
+    let decompressed;
+    let plain: &[u8] = if compression == Compression::None {
+        batch.records()
+    } else {
+        decompressed =
+            crate::compression::decompress(compression, batch.records()).map_err(codec_error)?;
+        &decompressed
+    };
+    let (records, offset_deltas) = rewrite_offset_deltas(plain, count, base_offset, len_i32)?;
+    let mut previous = -1;
+    for (index, &delta) in offset_deltas.iter().enumerate() {
+        if delta <= previous || delta > batch.last_offset_delta() {
+            return Err(malformed(
+                index,
+                "offset deltas do not rise from 0 to at most lastOffsetDelta",
+            ));
+        }
+        previous = delta;
+    }
+
+    let records = crate::compression::compress(compression, &records).map_err(codec_error)?;
+    let header = batch.as_bytes().get(..HEADER_LEN).unwrap_or(&[]);
+    let mut out = Vec::with_capacity(HEADER_LEN + records.len());
+    out.extend_from_slice(header);
+    out.extend_from_slice(&records);
+    let batch_length = i32::try_from(out.len() - LOG_OVERHEAD)
+        .map_err(|_| malformed(count, "batch larger than 2 GiB"))?;
+    put(&mut out, BATCH_LENGTH_AT, &batch_length.to_be_bytes());
+    put(
+        &mut out,
+        LAST_OFFSET_DELTA_AT,
+        &len_i32(count - 1).to_be_bytes(),
+    );
+    let crc = crc32c::crc32c(out.get(CRC_COVERED_FROM..).unwrap_or(&[]));
+    put(&mut out, CRC_AT, &crc.to_be_bytes());
+    Ok(Renumbered {
+        batch: RawBatch::new(Bytes::from(out))?,
+        offset_deltas,
+    })
+}
+
+/// Re-encodes the `count` records of `plain` (uncompressed record bytes) with offsetDelta
+/// `new_delta(index)`, every other byte kept; returns the records and their old deltas.
+fn rewrite_offset_deltas(
+    plain: &[u8],
+    count: usize,
+    base_offset: i64,
+    new_delta: impl Fn(usize) -> i32,
+) -> Result<(Vec<u8>, Vec<i32>), BatchError> {
+    // Every record takes at least 7 bytes: do not trust the count for the allocations. A
+    // new offsetDelta varint is at most 5 bytes, and so is the length in front of it.
+    let mut records = Vec::with_capacity(plain.len() + count.min(plain.len() / 7) * 8);
+    let mut old_deltas = Vec::with_capacity(count.min(plain.len() / 7));
+    let mut pos = 0usize;
+    for index in 0..count {
+        let malformed = |what| BatchError::MalformedRecord {
+            base_offset,
+            index,
+            position: pos,
+            what,
+        };
+        let rest = plain.get(pos..).unwrap_or(&[]);
+        let (len, len_len) = uvarint_at(rest, 5).ok_or_else(|| malformed("bad record length"))?;
+        let body_len =
+            usize::try_from(unzigzag32(len)).map_err(|_| malformed("negative length"))?;
+        let body = len_len
+            .checked_add(body_len)
+            .and_then(|end| rest.get(len_len..end))
+            .ok_or_else(|| malformed("length past the end of the batch"))?;
+        // attributes (1 byte), timestampDelta (varlong), offsetDelta (varint), the rest.
+        let (_, ts_len) = body
+            .get(1..)
+            .and_then(|b| uvarint_at(b, 10))
+            .ok_or_else(|| malformed("record ends early"))?;
+        let delta_at = 1 + ts_len;
+        let (delta, delta_len) = body
+            .get(delta_at..)
+            .and_then(|b| uvarint_at(b, 5))
+            .ok_or_else(|| malformed("record ends early"))?;
+        old_deltas.push(unzigzag32(delta));
+        let delta = zigzag32(new_delta(index));
+        let tail = body.get(delta_at + delta_len..).unwrap_or(&[]);
+        let new_len = i32::try_from(delta_at + uvarint_len(u64::from(delta)) + tail.len())
+            .map_err(|_| malformed("record larger than 2 GiB"))?;
+        put_uvarint(&mut records, u64::from(zigzag32(new_len)));
+        records.extend_from_slice(body.get(..delta_at).unwrap_or(&[]));
+        put_uvarint(&mut records, u64::from(delta));
+        records.extend_from_slice(tail);
+        pos += len_len + body_len;
+    }
+    if pos != plain.len() {
+        return Err(BatchError::MalformedRecord {
+            base_offset,
+            index: count,
+            position: pos,
+            what: "bytes left after the last record",
+        });
+    }
+    Ok((records, old_deltas))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1575,6 +1756,386 @@ mod tests {
             let b = RawBatch::new(Bytes::from(v)).unwrap();
             let _ = decode_uncompressed(&b);
             let _ = AbortedFilter::new([(b.producer_id(), 0)]).keep(&b);
+        }
+    }
+
+    // --- renumbering batches with holes -----------------------------------------------
+
+    /// One small Java-produced batch per codec (see testdata/batches/README.md).
+    const JAVA_BATCHES: [(Compression, &[u8]); 4] = [
+        (
+            Compression::Gzip,
+            include_bytes!("../testdata/batches/java-gzip.bin"),
+        ),
+        (
+            Compression::Snappy,
+            include_bytes!("../testdata/batches/java-snappy.bin"),
+        ),
+        (
+            Compression::Lz4,
+            include_bytes!("../testdata/batches/java-lz4.bin"),
+        ),
+        (
+            Compression::Zstd,
+            include_bytes!("../testdata/batches/java-zstd.bin"),
+        ),
+    ];
+
+    /// Writes `records` (uncompressed record bytes) under `header`'s fields, with `codec`
+    /// bits, `last_offset_delta` and a fresh CRC.
+    fn assemble(
+        header: &[u8],
+        records: &[u8],
+        codec: Compression,
+        last_offset_delta: i32,
+    ) -> RawBatch {
+        let mut v = header[..HEADER_LEN].to_vec();
+        v.extend_from_slice(&crate::compression::compress(codec, records).unwrap());
+        let len = (v.len() - LOG_OVERHEAD) as i32;
+        v[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&len.to_be_bytes());
+        let id = match codec {
+            Compression::None => 0,
+            Compression::Gzip => 1,
+            Compression::Snappy => 2,
+            Compression::Lz4 => 3,
+            Compression::Zstd => 4,
+        };
+        v[ATTRIBUTES_AT + 1] = (v[ATTRIBUTES_AT + 1] & !0x07) | id;
+        v[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4]
+            .copy_from_slice(&last_offset_delta.to_be_bytes());
+        RawBatch::new(patched(&Bytes::from(v), |_| {})).unwrap()
+    }
+
+    /// The same batch uncompressed, for `decode_uncompressed`.
+    fn plain_copy(batch: &RawBatch) -> RawBatch {
+        let c = batch.compression().unwrap();
+        let plain = crate::compression::decompress(c, batch.records()).unwrap();
+        assemble(
+            batch.as_bytes(),
+            &plain,
+            Compression::None,
+            batch.last_offset_delta(),
+        )
+    }
+
+    /// A batch of `records` whose offset deltas are `deltas`, as compaction leaves them.
+    fn holey(
+        records: &[OwnRecord<'_>],
+        deltas: &[i32],
+        last_offset_delta: i32,
+        codec: Compression,
+    ) -> RawBatch {
+        let plain = encode_batch(records, &ProducerStamp::NONE);
+        let (recs, _) =
+            rewrite_offset_deltas(&plain[HEADER_LEN..], records.len(), 0, |i| deltas[i]).unwrap();
+        assemble(&plain, &recs, codec, last_offset_delta)
+    }
+
+    /// Batches rewritten by Kafka 4.1.1's log cleaner, with holes (see the README).
+    const COMPACTED_BATCHES: [(Compression, &[u8]); 5] = [
+        (
+            Compression::None,
+            include_bytes!("../testdata/batches/java-none-compacted.bin"),
+        ),
+        (
+            Compression::Gzip,
+            include_bytes!("../testdata/batches/java-gzip-compacted.bin"),
+        ),
+        (
+            Compression::Snappy,
+            include_bytes!("../testdata/batches/java-snappy-compacted.bin"),
+        ),
+        (
+            Compression::Lz4,
+            include_bytes!("../testdata/batches/java-lz4-compacted.bin"),
+        ),
+        (
+            Compression::Zstd,
+            include_bytes!("../testdata/batches/java-zstd-compacted.bin"),
+        ),
+    ];
+
+    const CODECS: [Compression; 5] = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+
+    /// The header fields `renumber` keeps.
+    fn kept_fields(b: &RawBatch) -> (i64, i32, i16, i64, i64, i64, i16, i32, i32) {
+        (
+            b.base_offset(),
+            b.partition_leader_epoch(),
+            b.attributes(),
+            b.base_timestamp(),
+            b.max_timestamp(),
+            b.producer_id(),
+            b.producer_epoch(),
+            b.base_sequence(),
+            b.record_count(),
+        )
+    }
+
+    /// Checks a renumbered batch against its source: same records, deltas 0..n-1.
+    fn check_renumbered(src: &RawBatch, out: &Renumbered) {
+        let b = &out.batch;
+        b.verify_crc().unwrap();
+        assert!(!b.has_holes());
+        assert_eq!(b.last_offset_delta(), src.record_count() - 1);
+        assert_eq!(kept_fields(b), kept_fields(src));
+        assert_eq!(b.compression().unwrap(), src.compression().unwrap());
+        let before = decode_uncompressed(&plain_copy(src)).unwrap();
+        let after = decode_uncompressed(&plain_copy(b)).unwrap();
+        assert_eq!(before.len(), after.len());
+        assert_eq!(out.offset_deltas.len(), before.len());
+        for (i, (x, y)) in before.iter().zip(&after).enumerate() {
+            assert_eq!(
+                x.offset,
+                src.base_offset() + i64::from(out.offset_deltas[i])
+            );
+            assert_eq!(y.offset, src.base_offset() + i as i64);
+            assert_eq!(
+                (&x.timestamp, &x.key, &x.value, &x.headers),
+                (&y.timestamp, &y.key, &y.value, &y.headers)
+            );
+        }
+    }
+
+    #[test]
+    fn java_batches_decode_for_every_codec() {
+        // Workload produce --count 12 --headers --null-key-every 5 --null-value-every 4
+        // --value-size 40: record i as the tool documents it.
+        for (codec, bytes) in JAVA_BATCHES {
+            let b = RawBatch::new(Bytes::from_static(bytes)).unwrap();
+            b.verify_crc().unwrap();
+            assert_eq!(b.compression().unwrap(), codec);
+            assert_eq!((b.base_offset(), b.record_count()), (0, 12));
+            assert!(!b.has_holes());
+            let records = decode_uncompressed(&plain_copy(&b)).unwrap();
+            assert_eq!(records.len(), 12);
+            for (i, r) in records.iter().enumerate() {
+                let key = (i % 5 != 4).then(|| format!("key-{i}"));
+                let value = (i % 4 != 3).then(|| {
+                    let mut v = format!("value-{i}-");
+                    let pad = char::from(b'a' + i as u8);
+                    while v.len() < 40 {
+                        v.push(pad);
+                    }
+                    v
+                });
+                let mut headers = vec![
+                    (Bytes::from("h1"), Some(Bytes::from(format!("v{i}")))),
+                    (Bytes::from("h2"), None),
+                ];
+                if i % 5 == 0 {
+                    headers.push((Bytes::from("h1"), Some(Bytes::from(format!("again-{i}")))));
+                }
+                assert_eq!(r.offset, i as i64);
+                assert_eq!(r.key, key.map(Bytes::from), "{codec:?} record {i}");
+                assert_eq!(r.value, value.map(Bytes::from), "{codec:?} record {i}");
+                assert_eq!(r.headers, headers);
+            }
+        }
+    }
+
+    #[test]
+    fn has_holes() {
+        let three = [OwnRecord {
+            key: None,
+            value: Some(b"v"),
+            timestamp: 1,
+        }; 3];
+        let b = RawBatch::new(encode_batch(&three, &ProducerStamp::NONE)).unwrap();
+        assert!(!b.has_holes());
+        let wide = RawBatch::new(patched(b.as_bytes(), |v| {
+            v[LAST_OFFSET_DELTA_AT..LAST_OFFSET_DELTA_AT + 4].copy_from_slice(&5i32.to_be_bytes())
+        }))
+        .unwrap();
+        assert!(wide.has_holes());
+        let empty = RawBatch::new(encode_batch(&[], &ProducerStamp::NONE)).unwrap();
+        assert!(!empty.has_holes());
+        for (_, bytes) in COMPACTED_BATCHES {
+            assert!(RawBatch::new(Bytes::from_static(bytes))
+                .unwrap()
+                .has_holes());
+        }
+    }
+
+    #[test]
+    fn renumber_real_compacted_batches() {
+        // 40 records over 4 keys, compacted: the last record of each key is left, at offset
+        // deltas 36-39 of a batch whose lastOffsetDelta stays 39.
+        for (codec, bytes) in COMPACTED_BATCHES {
+            let src = RawBatch::new(Bytes::from_static(bytes)).unwrap();
+            assert_eq!(src.compression().unwrap(), codec);
+            assert_eq!((src.record_count(), src.last_offset_delta()), (4, 39));
+            let out = renumber(&src).unwrap();
+            assert_eq!(out.offset_deltas, [36, 37, 38, 39]);
+            check_renumbered(&src, &out);
+            let keys: Vec<_> = decode_uncompressed(&plain_copy(&out.batch))
+                .unwrap()
+                .into_iter()
+                .map(|r| r.key.unwrap())
+                .collect();
+            assert_eq!(keys, [&b"key-0"[..], b"key-1", b"key-2", b"key-3"]);
+        }
+        // Uncompressed, every record byte but the deltas is kept, so the length is too
+        // (deltas 36-39 and 0-3 are one-byte varints).
+        let src = RawBatch::new(Bytes::from_static(COMPACTED_BATCHES[0].1)).unwrap();
+        assert_eq!(renumber(&src).unwrap().batch.len(), src.len());
+    }
+
+    #[test]
+    fn renumber_keeps_every_record_byte_of_java_batches() {
+        // Java wrote deltas 0-11; give them holes (two-byte varints past 63), then renumber:
+        // the plain records must come back byte for byte.
+        for (codec, bytes) in JAVA_BATCHES {
+            let java = RawBatch::new(Bytes::from_static(bytes)).unwrap();
+            let plain = crate::compression::decompress(codec, java.records()).unwrap();
+            let gaps = |i: usize| (i * i * 7 + 1) as i32;
+            let (with_gaps, old) = rewrite_offset_deltas(&plain, 12, 0, gaps).unwrap();
+            assert_eq!(old, (0..12).collect::<Vec<i32>>());
+            assert_ne!(with_gaps.len(), plain.len());
+            let src = assemble(java.as_bytes(), &with_gaps, codec, 900);
+            assert!(src.has_holes());
+            let out = renumber(&src).unwrap();
+            assert_eq!(out.offset_deltas, (0..12).map(gaps).collect::<Vec<_>>());
+            check_renumbered(&src, &out);
+            let back = crate::compression::decompress(codec, out.batch.records()).unwrap();
+            assert!(back == plain, "{codec:?}");
+            assert_eq!(
+                out.batch.as_bytes()[CRC_COVERED_FROM..HEADER_LEN],
+                java.as_bytes()[CRC_COVERED_FROM..HEADER_LEN]
+            );
+        }
+    }
+
+    #[test]
+    fn renumber_every_codec_across_blocks() {
+        // 300 records of ~1.2 KB: many lz4 (64 KiB) and snappy (32 KiB) blocks.
+        let values: Vec<Vec<u8>> = (0..300)
+            .map(|i| format!("value {i} ").repeat(120).into_bytes())
+            .collect();
+        let records: Vec<OwnRecord<'_>> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| OwnRecord {
+                key: (i % 3 != 0).then_some(&b"k"[..]),
+                value: (i % 7 != 0).then_some(&v[..]),
+                // Deltas of either sign and all varint sizes.
+                timestamp: 1_700_000_000_000 + (i as i64 - 150) * 1_000_003,
+            })
+            .collect();
+        let deltas: Vec<i32> = (0..300).map(|i| i * 1000 + i % 2).collect();
+        for codec in CODECS {
+            let src = holey(&records, &deltas, 300_000, codec);
+            let out = renumber(&src).unwrap();
+            assert_eq!(out.offset_deltas, deltas);
+            check_renumbered(&src, &out);
+        }
+    }
+
+    #[test]
+    fn renumber_refuses_what_it_cannot_vouch_for() {
+        let recs = [OwnRecord {
+            key: Some(b"k"),
+            value: Some(b"value"),
+            timestamp: 5,
+        }; 3];
+        for codec in CODECS {
+            let good = holey(&recs, &[0, 2, 4], 4, codec);
+            renumber(&good).unwrap();
+            // A bad CRC is never laundered into a good one.
+            let mut v = good.as_bytes().to_vec();
+            let last = v.len() - 1;
+            v[last] ^= 1;
+            assert!(matches!(
+                renumber(&RawBatch::new(Bytes::from(v)).unwrap()),
+                Err(BatchError::CrcMismatch { .. })
+            ));
+            // Deltas that repeat, fall, go negative or pass lastOffsetDelta.
+            for (deltas, last) in [
+                ([0, 2, 2], 4),
+                ([0, 3, 1], 4),
+                ([-1, 0, 1], 4),
+                ([0, 1, 5], 4),
+            ] {
+                let err = renumber(&holey(&recs, &deltas, last, codec)).unwrap_err();
+                assert!(
+                    matches!(err, BatchError::MalformedRecord { .. }),
+                    "{codec:?} {deltas:?}: {err}"
+                );
+            }
+            // A record count that does not match the records.
+            for count in [2i32, 4] {
+                let b = patched(good.as_bytes(), |v| {
+                    v[RECORD_COUNT_AT..RECORD_COUNT_AT + 4].copy_from_slice(&count.to_be_bytes())
+                });
+                let err = renumber(&RawBatch::new(b).unwrap()).unwrap_err();
+                assert!(matches!(err, BatchError::MalformedRecord { .. }), "{err}");
+            }
+        }
+        // Compressed bytes that do not decompress.
+        let junk = patched(&simple(b"not really lz4"), |v| v[22] = 3);
+        let err = renumber(&RawBatch::new(junk).unwrap()).unwrap_err();
+        assert!(matches!(err, BatchError::Codec { base_offset: 0, .. }));
+        assert!(err
+            .to_string()
+            .starts_with("batch at base offset 0: malformed Lz4 records: "));
+        assert!(!err.is_retriable());
+        // An empty batch has nothing to renumber.
+        let empty = RawBatch::new(encode_batch(&[], &STAMP)).unwrap();
+        let out = renumber(&empty).unwrap();
+        assert_eq!(out.batch, empty);
+        assert!(out.offset_deltas.is_empty());
+    }
+
+    proptest! {
+        #[test]
+        fn prop_renumber_closes_any_holes(
+            recs in arb_records(),
+            gaps in prop::collection::vec(1i32..3000, 12),
+            extra in 0i32..100,
+            codec in prop::sample::select(CODECS.to_vec()),
+        ) {
+            prop_assume!(!recs.is_empty());
+            let own: Vec<OwnRecord<'_>> = recs
+                .iter()
+                .map(|(k, v, t)| OwnRecord { key: k.as_deref(), value: v.as_deref(), timestamp: *t })
+                .collect();
+            let deltas: Vec<i32> = gaps[..recs.len()]
+                .iter()
+                .scan(-1i32, |d, g| { *d += g; Some(*d) })
+                .collect();
+            let src = holey(&own, &deltas, deltas[deltas.len() - 1] + extra, codec);
+            let out = renumber(&src).unwrap();
+            prop_assert_eq!(&out.offset_deltas, &deltas);
+            check_renumbered(&src, &out);
+        }
+
+        #[test]
+        fn prop_renumber_garbage_never_panics(
+            records in prop::collection::vec(any::<u8>(), 0..300),
+            count in -2i32..20,
+            last_offset_delta in -2i32..40,
+            codec in 0u8..8,
+        ) {
+            let mut v = simple(b"").to_vec();
+            v.truncate(HEADER_LEN);
+            v.extend_from_slice(&records);
+            let b = patched(&Bytes::from(v), |v| {
+                let l = (v.len() - 12) as i32;
+                v[8..12].copy_from_slice(&l.to_be_bytes());
+                v[22] = codec;
+                v[23..27].copy_from_slice(&last_offset_delta.to_be_bytes());
+                v[57..61].copy_from_slice(&count.to_be_bytes());
+            });
+            let b = RawBatch::new(b).unwrap();
+            if let Ok(out) = renumber(&b) {
+                prop_assert!(out.batch.verify_crc().is_ok());
+            }
         }
     }
 }

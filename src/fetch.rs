@@ -16,7 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::batch::{split_batches, AbortedFilter, RawBatch};
+use crate::batch::{renumber, split_batches, AbortedFilter, BatchError, RawBatch};
 use crate::config::OffsetReset;
 use crate::kafka::backoff::Backoff;
 use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
@@ -37,12 +37,43 @@ pub struct FetchConfig {
 pub struct Chunk {
     pub tp: TopicPartition,
     /// Batches to forward; control batches and aborted transactions are already gone.
-    pub batches: Vec<RawBatch>,
+    pub batches: Vec<Fetched>,
     /// The source position after this chunk (past dropped batches too).
     pub next_offset: i64,
     pub high_watermark: i64,
     /// Holds `batches`' bytes against the fetch buffer until the target acknowledged them.
     pub permit: OwnedSemaphorePermit,
+}
+
+/// One source batch on its way to the target.
+#[derive(Debug)]
+pub struct Fetched {
+    /// What goes to the target: the source batch itself, or, when compaction left holes in
+    /// its offsets (which a broker refuses on Produce), a copy with renumbered records.
+    pub batch: RawBatch,
+    /// The source offset after this batch.
+    pub source_next: i64,
+    /// The source records' offset deltas, for a renumbered batch.
+    pub offset_deltas: Option<Vec<i32>>,
+}
+
+impl Fetched {
+    fn new(batch: RawBatch) -> Result<Fetched, BatchError> {
+        let source_next = batch.next_offset();
+        if !batch.has_holes() {
+            return Ok(Fetched {
+                batch,
+                source_next,
+                offset_deltas: None,
+            });
+        }
+        let renumbered = renumber(&batch)?;
+        Ok(Fetched {
+            batch: renumbered.batch,
+            source_next,
+            offset_deltas: Some(renumbered.offset_deltas),
+        })
+    }
 }
 
 /// What the fetch engine reports to the flow.
@@ -551,20 +582,29 @@ impl Session {
             if batch.next_offset() <= offset {
                 continue;
             }
-            if let Err(e) = batch.verify_crc() {
-                // Forward what came before the corrupt batch, then stop the partition.
-                if !kept.is_empty() {
-                    self.emit(tp.clone(), kept, next, data.high_watermark, bytes)
+            let batch_end = batch.next_offset();
+            let forward = batch.verify_crc().and_then(|()| {
+                let keep = filter.keep(&batch) && batch.record_count() > 0;
+                keep.then(|| Fetched::new(batch)).transpose()
+            });
+            match forward {
+                Ok(Some(fetched)) => {
+                    next = fetched.source_next;
+                    bytes += fetched.batch.len();
+                    kept.push(fetched);
+                }
+                // Control, aborted or emptied by compaction: nothing to send, the position moves.
+                Ok(None) => next = batch_end,
+                Err(e) => {
+                    // Forward what came before the bad batch, then stop the partition.
+                    if !kept.is_empty() {
+                        self.emit(tp.clone(), kept, next, data.high_watermark, bytes)
+                            .await;
+                    }
+                    return self
+                        .stop(&tp, format!("refusing to forward a batch: {e}"))
                         .await;
                 }
-                return self
-                    .stop(&tp, format!("refusing to forward a corrupt batch: {e}"))
-                    .await;
-            }
-            next = batch.next_offset();
-            if filter.keep(&batch) {
-                bytes += batch.len();
-                kept.push(batch);
             }
         }
         if next > offset {
@@ -575,7 +615,7 @@ impl Session {
     async fn emit(
         &mut self,
         tp: TopicPartition,
-        batches: Vec<RawBatch>,
+        batches: Vec<Fetched>,
         next_offset: i64,
         high_watermark: i64,
         bytes: usize,

@@ -7,16 +7,22 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::error::ResponseError;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ClusterConfig, Config, FlowConfig};
+use crate::checkpoint::{self, CheckpointConfig, Translations};
+use crate::config::{ClusterConfig, Config, FlowConfig, Location};
 use crate::fetch::{FetchConfig, Fetcher};
+use crate::heartbeat::{self, HeartbeatConfig};
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::offset_map::OffsetMap;
+use crate::offset_sync;
 use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
 use crate::progress::{self, Position};
-use crate::topic_sync::{ensure_topics, TopicSpec};
+use crate::topic_sync::{
+    apply_configs, ensure_internal_topic, ensure_topics, replicable_configs, topic_configs,
+    TopicSpec,
+};
 
 /// Why a flow ended badly.
 #[derive(Debug, thiserror::Error)]
@@ -102,9 +108,33 @@ async fn run_flow(
         commit_interval: Duration::from_millis(flow.progress_commit_interval_ms),
         drain_timeout: Duration::from_secs(30),
     };
-    let engine = Engine::new(target.clone(), produce, &progress_topic)
+    let (syncs_cluster, syncs_topic) = match flow.offset_syncs_location {
+        Location::Source => (source.clone(), flow.policy.offset_syncs_topic(&flow.target)),
+        Location::Target => (target.clone(), flow.policy.offset_syncs_topic(&flow.source)),
+    };
+    // Offset maps as they were: the syncs written so far, bounded by the committed positions.
+    let written = offset_sync::load(&syncs_cluster, &syncs_topic)
         .await
         .map_err(fail)?;
+    let translations: Translations = Arc::new(std::sync::Mutex::new(
+        resume
+            .iter()
+            .map(|(tp, pos)| {
+                let syncs = written.get(tp).cloned().unwrap_or_default();
+                (tp.clone(), OffsetMap::from_syncs(syncs, Some(*pos)))
+            })
+            .collect(),
+    ));
+    let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();
+    let engine = Engine::new(
+        target.clone(),
+        produce,
+        &progress_topic,
+        translations.clone(),
+        syncs_tx,
+    )
+    .await
+    .map_err(fail)?;
     let (events_tx, events_rx) = mpsc::channel(1024);
     let (commands_tx, commands_rx) = mpsc::unbounded_channel();
     let (stats_tx, stats_rx) = watch::channel(Stats::default());
@@ -125,8 +155,58 @@ async fn run_flow(
         fetch_shutdown.clone(),
     );
 
+    let side_shutdown = CancellationToken::new();
+    let mut side_tasks = tokio::task::JoinSet::new();
+    if flow.emit_heartbeats.enabled {
+        let config = HeartbeatConfig {
+            source_alias: flow.source.clone(),
+            target_alias: flow.target.clone(),
+            topic: flow.policy.heartbeats_topic().to_string(),
+            interval: Duration::from_millis(flow.emit_heartbeats.interval_ms),
+            replication_factor: flow.internal_replication_factor,
+        };
+        side_tasks.spawn(heartbeat::run(
+            config,
+            target.clone(),
+            side_shutdown.clone(),
+        ));
+    }
+
+    // The writer drains on its own once the engine (the only sender) is gone.
+    let syncs_task = tokio::spawn(offset_sync::run(
+        syncs_cluster,
+        syncs_topic,
+        flow.internal_replication_factor,
+        syncs_rx,
+        CancellationToken::new(),
+    ));
+    if flow.emit_checkpoints.enabled {
+        let config = CheckpointConfig {
+            source_alias: flow.source.clone(),
+            groups: flow.groups.clone(),
+            policy: flow.policy.clone(),
+            interval: Duration::from_millis(flow.emit_checkpoints.interval_ms),
+            sync_group_offsets: flow
+                .sync_group_offsets
+                .enabled
+                .then(|| Duration::from_millis(flow.sync_group_offsets.interval_ms)),
+            replication_factor: flow.internal_replication_factor,
+        };
+        side_tasks.spawn(checkpoint::run(
+            config,
+            source.clone(),
+            target.clone(),
+            translations.clone(),
+            side_shutdown.clone(),
+        ));
+    }
+
     let mut known: HashMap<String, i32> = HashMap::new();
     let mut refresh = tokio::time::interval(Duration::from_millis(flow.refresh_topics_interval_ms));
+    let mut config_sync = tokio::time::interval(Duration::from_millis(
+        flow.sync_topic_configs.interval_ms.max(1000),
+    ));
+    config_sync.tick().await;
     let mut status = tokio::time::interval(Duration::from_secs(5));
     status.tick().await;
     let mut error = None;
@@ -142,12 +222,25 @@ async fn run_flow(
                     tracing::warn!(flow = %name, error = %e, "topic discovery failed; retrying at the next refresh");
                 }
             }
+            _ = config_sync.tick(), if flow.sync_topic_configs.enabled => {
+                let topics: Vec<String> = known.keys().cloned().collect();
+                if let Err(e) = sync_configs(&flow, &source, &target, &topics).await {
+                    tracing::warn!(flow = %name, error = %e, "topic config sync failed; retrying at the next interval");
+                }
+            }
+            Some(done) = side_tasks.join_next(), if !side_tasks.is_empty() => {
+                if let Ok(Err(e)) = done {
+                    tracing::error!(flow = %name, error = %e, "a background task of the flow failed");
+                }
+            }
             _ = status.tick() => {
                 let s = stats_rx.borrow().clone();
                 tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, "replication status");
             }
         }
     }
+    side_shutdown.cancel();
+    while side_tasks.join_next().await.is_some() {}
     // Stop reading the source first, then let the engine drain and commit.
     fetch_shutdown.cancel();
     let _ = fetch_task.await;
@@ -162,6 +255,9 @@ async fn run_flow(
         }
     };
     tracing::info!(flow = %name, records = stats.records, batches = stats.batches, bytes = stats.bytes, lag = stats.lag, "flow stopped; progress committed");
+    if let Ok(Err(e)) = syncs_task.await {
+        tracing::warn!(flow = %name, error = %e, "offset syncs topic unavailable");
+    }
     if let Some(e) = error {
         return Err(e);
     }
@@ -172,34 +268,6 @@ async fn run_flow(
         });
     }
     Ok(())
-}
-
-/// Creates one of strait's internal topics. A cluster with fewer brokers than the internal
-/// replication factor (MM2's default is 3; a one-broker test cluster has 1) gets a topic
-/// with one replica per broker and a warning, rather than no replication at all.
-async fn ensure_internal_topic(target: &Cluster, spec: TopicSpec) -> Result<(), KafkaError> {
-    match ensure_topics(target, std::slice::from_ref(&spec)).await {
-        Err(KafkaError::Broker {
-            code: ResponseError::InvalidReplicationFactor,
-            ..
-        }) if target.broker_count() > 0 => {
-            let brokers = target.broker_count() as i16;
-            tracing::warn!(
-                topic = %spec.name, wanted = spec.replication_factor, brokers,
-                "the target has fewer brokers than internal.topic.replication.factor; creating the topic with one replica per broker"
-            );
-            ensure_topics(
-                target,
-                &[TopicSpec {
-                    replication_factor: brokers,
-                    ..spec
-                }],
-            )
-            .await?;
-            Ok(())
-        }
-        other => other.map(|_| ()),
-    }
 }
 
 /// Finds the source topics the flow replicates, creates or grows their remote twins on the
@@ -223,19 +291,35 @@ async fn discover(
             wanted.insert(t.name.clone(), t.partitions.len() as i32);
         }
     }
-    let specs: Vec<TopicSpec> = wanted
+    let changed: Vec<String> = wanted
         .iter()
         .filter(|(name, count)| known.get(*name) != Some(count))
-        .map(|(name, count)| TopicSpec {
-            name: flow.policy.format_remote_topic(&flow.source, name),
-            partitions: *count,
-            replication_factor: flow.replication_factor,
-            configs: Vec::new(),
-        })
+        .map(|(name, _)| name.clone())
         .collect();
-    if specs.is_empty() {
+    if changed.is_empty() {
         return Ok(());
     }
+    let configs = if flow.sync_topic_configs.enabled {
+        topic_configs(source, &changed).await?
+    } else {
+        BTreeMap::new()
+    };
+    let specs: Vec<TopicSpec> = changed
+        .iter()
+        .map(|name| TopicSpec {
+            name: flow.policy.format_remote_topic(&flow.source, name),
+            partitions: wanted[name],
+            replication_factor: flow.replication_factor,
+            configs: configs
+                .get(name)
+                .map(|c| {
+                    replicable_configs(c, &flow.config_properties_exclude)
+                        .into_iter()
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .collect();
     ensure_topics(target, &specs).await?;
     let mut seen: HashSet<String> = HashSet::new();
     for (name, count) in &wanted {
@@ -262,11 +346,42 @@ async fn discover(
     Ok(())
 }
 
-/// Whether the flow copies source topic `topic`: the filter selects it, it is not internal,
-/// and it did not come from the flow's own target (no cycles in A<->B).
+/// Copies the replicable configs of the source topics to their remote twins (MM2's
+/// `sync.topic.configs`), setting only values that differ.
+async fn sync_configs(
+    flow: &FlowConfig,
+    source: &Cluster,
+    target: &Cluster,
+    topics: &[String],
+) -> Result<(), KafkaError> {
+    let wanted = topic_configs(source, topics).await?;
+    let remotes: Vec<String> = topics
+        .iter()
+        .map(|t| flow.policy.format_remote_topic(&flow.source, t))
+        .collect();
+    let current = topic_configs(target, &remotes).await?;
+    for (topic, remote) in topics.iter().zip(&remotes) {
+        let (Some(configs), Some(now)) = (wanted.get(topic), current.get(remote)) else {
+            continue;
+        };
+        apply_configs(
+            target,
+            remote,
+            &replicable_configs(configs, &flow.config_properties_exclude),
+            now,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Whether the flow copies source topic `topic`: the filter selects it (or it holds
+/// heartbeats), it is not internal, and it did not come from the flow's own target (no
+/// cycles in A<->B).
 fn replicates(flow: &FlowConfig, topic: &str) -> bool {
-    flow.topics.matches(topic)
+    // Heartbeats travel whatever the filter says (MM2's heartbeats.replication.enabled).
+    (flow.topics.matches(topic) || flow.policy.is_heartbeats_topic(topic))
         && !flow.policy.is_internal_topic(topic)
         && !topic.starts_with("strait-progress.")
-        && flow.policy.topic_source(topic).as_deref() != Some(flow.target.as_str())
+        && !flow.policy.is_cycle(topic, &flow.target)
 }

@@ -23,9 +23,13 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::batch::{ProducerStamp, RawBatch};
+use crate::checkpoint::Translations;
 use crate::fetch::{Chunk, FetchEvent};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
+use crate::mm2::OffsetSync;
+use crate::now_ms;
+use crate::offset_map::Forwarded;
 use crate::progress::{self, Position};
 
 /// Produce knobs, from the flow's configuration.
@@ -64,6 +68,8 @@ struct Entry {
     /// `None` for a position-only entry (the chunk's tail was control/aborted batches).
     batch: Option<RawBatch>,
     source_next: i64,
+    /// The source records' offset deltas when the batch was renumbered (compaction holes).
+    offset_deltas: Option<Vec<i32>>,
     seq: Option<i32>,
     /// Positions this entry commits, when it is a progress record batch.
     commits: Vec<(usize, Position)>,
@@ -86,6 +92,8 @@ struct Part {
     committed: Position,
     high_watermark: i64,
     stopped: bool,
+    /// Whether the target acknowledged a batch of the current producer identity here.
+    confirmed: bool,
 }
 
 impl Part {
@@ -110,6 +118,7 @@ impl Part {
             committed: start,
             high_watermark: -1,
             stopped: false,
+            confirmed: false,
         }
     }
 
@@ -145,6 +154,10 @@ pub struct Engine {
     requests: JoinSet<Completion>,
     stats: Stats,
     topic_ids: HashMap<Arc<str>, uuid::Uuid>,
+    /// The flow's offset maps, fed from every acknowledgement.
+    translations: Translations,
+    /// Where the breakpoints of the offset maps go, as MM2 offset syncs.
+    syncs: mpsc::UnboundedSender<OffsetSync>,
 }
 
 /// Requests in flight per target broker (the Java producer's max.in.flight per connection).
@@ -156,6 +169,8 @@ impl Engine {
         target: Arc<Cluster>,
         config: ProduceConfig,
         progress_topic: &str,
+        translations: Translations,
+        syncs: mpsc::UnboundedSender<OffsetSync>,
     ) -> Result<Engine, KafkaError> {
         let producer = init_producer_id(&target).await?;
         let progress_tp = TopicPartition::new(progress_topic, 0);
@@ -173,6 +188,8 @@ impl Engine {
             requests: JoinSet::new(),
             stats: Stats::default(),
             topic_ids: HashMap::new(),
+            translations,
+            syncs,
         };
         engine
             .parts
@@ -303,12 +320,13 @@ impl Engine {
         let part = &mut self.parts[i];
         part.high_watermark = high_watermark;
         let mut last = None;
-        for batch in batches {
-            let bytes = (batch.len() as u32).min(permit.num_permits() as u32);
-            last = Some(batch.next_offset());
+        for fetched in batches {
+            let bytes = (fetched.batch.len() as u32).min(permit.num_permits() as u32);
+            last = Some(fetched.source_next);
             part.queue.push_back(Entry {
-                source_next: batch.next_offset(),
-                batch: Some(batch),
+                source_next: fetched.source_next,
+                offset_deltas: fetched.offset_deltas,
+                batch: Some(fetched.batch),
                 seq: None,
                 commits: Vec::new(),
                 _permit: permit.split(bytes as usize),
@@ -317,6 +335,7 @@ impl Engine {
         if last != Some(next_offset) {
             part.queue.push_back(Entry {
                 batch: None,
+                offset_deltas: None,
                 source_next: next_offset,
                 seq: None,
                 commits: Vec::new(),
@@ -347,6 +366,7 @@ impl Engine {
         let part = &mut self.parts[self.progress_part];
         part.queue.push_back(Entry {
             source_next: -1,
+            offset_deltas: None,
             batch: Some(batch),
             seq: None,
             commits: changed,
@@ -361,11 +381,15 @@ impl Engine {
         }
         let now = Instant::now();
         // Position-only entries at the front of an idle partition are acknowledged at once.
-        for part in &mut self.parts {
+        for i in 0..self.parts.len() {
+            let part = &mut self.parts[i];
+            let mut done = Vec::new();
             while part.inflight.is_empty() && part.queue.front().is_some_and(|e| e.batch.is_none())
             {
-                let e = part.queue.pop_front().unwrap();
-                part.acked.source_next = e.source_next;
+                done.extend(part.queue.pop_front().map(|e| (e, None)));
+            }
+            if !done.is_empty() {
+                self.acknowledged(i, done);
             }
         }
         let mut leaders: Vec<i32> = self
@@ -417,7 +441,15 @@ impl Engine {
             {
                 continue;
             }
-            if part.inflight.len() >= self.config.max_in_flight {
+            // Until the broker acknowledged a first batch of this producer on the partition it
+            // holds no sequence state, and would accept a later batch after an earlier one
+            // failed: one batch at a time until then.
+            let limit = if part.confirmed {
+                self.config.max_in_flight
+            } else {
+                1
+            };
+            if part.inflight.len() >= limit {
                 continue;
             }
             let Some(mut entry) = part.queue.pop_front() else {
@@ -613,35 +645,73 @@ impl Engine {
                 done.extend(part.inflight.pop_front());
             }
             part.backoff.reset();
+            part.confirmed = true;
             done
         };
+        // The broker appends a partition's batches in sequence order, so batches acknowledged
+        // implicitly (an earlier answer was lost) sit right before the one acknowledged here.
+        let mut target_base = vec![None; done.len()];
+        if let Some(pos) = done
+            .iter()
+            .position(|e| e.seq == Some(seq))
+            .filter(|_| base_offset >= 0)
+        {
+            let mut cursor = base_offset;
+            target_base[pos] = Some(base_offset);
+            for j in (0..pos).rev() {
+                if let Some(b) = &done[j].batch {
+                    cursor -= b.record_count() as i64;
+                    target_base[j] = Some(cursor);
+                }
+            }
+        }
+        self.acknowledged(i, done.into_iter().zip(target_base).collect());
+    }
+
+    /// Makes acknowledged entries of partition `i` count: positions, statistics, offset maps
+    /// and offset syncs, and the durable positions a progress batch carried.
+    fn acknowledged(&mut self, i: usize, done: Vec<(Entry, Option<i64>)>) {
         let data = i != self.progress_part;
         let mut acked = self.parts[i].acked;
-        for e in done {
-            match &e.batch {
-                Some(b) if e.seq == Some(seq) => {
-                    if data {
-                        self.stats.batches += 1;
-                        self.stats.records += b.record_count() as u64;
-                        self.stats.bytes += b.len() as u64;
+        let mut maps = self.translations.lock().unwrap();
+        let map = maps.entry(self.parts[i].source.clone()).or_default();
+        for (e, target_base) in done {
+            match (&e.batch, target_base) {
+                (Some(b), Some(tbase)) if data => {
+                    self.stats.batches += 1;
+                    self.stats.records += b.record_count() as u64;
+                    self.stats.bytes += b.len() as u64;
+                    let forwarded = Forwarded {
+                        source_base: b.base_offset(),
+                        source_last: e.source_next - 1,
+                        record_count: b.record_count(),
+                        target_base: tbase,
+                        holes: e.offset_deltas.clone(),
+                    };
+                    for (upstream, downstream) in map.record(&forwarded) {
+                        let _ = self.syncs.send(OffsetSync {
+                            topic_partition: self.parts[i].source.clone(),
+                            upstream_offset: upstream,
+                            downstream_offset: downstream,
+                        });
                     }
                     acked = Position {
                         source_next: e.source_next,
-                        target_next: if base_offset >= 0 {
-                            base_offset + b.record_count() as i64
-                        } else {
-                            -1
-                        },
+                        target_next: tbase + b.record_count() as i64,
                     };
                 }
-                // A position-only entry moves the source position; the target has nothing new.
-                None => acked.source_next = e.source_next,
-                // Appended, but its offsets were not reported (an earlier try's answer was lost).
-                Some(_) => {
+                (Some(_), _) => {
                     acked = Position {
                         source_next: e.source_next,
                         target_next: -1,
                     };
+                }
+                // A position-only entry moves the source position; the target has nothing new.
+                (None, _) => {
+                    if data {
+                        map.skip_to(e.source_next);
+                    }
+                    acked.source_next = e.source_next;
                 }
             }
             for (j, pos) in e.commits {
@@ -649,6 +719,7 @@ impl Engine {
                 self.parts[j].committed = pos;
             }
         }
+        drop(maps);
         if data {
             self.parts[i].acked = acked;
         }
@@ -667,6 +738,7 @@ impl Engine {
             for part in &mut self.parts {
                 requeue(part);
                 part.next_seq = 0;
+                part.confirmed = false;
                 for e in &mut part.queue {
                     e.seq = None;
                 }
@@ -738,13 +810,6 @@ pub fn next_sequence(seq: i32, records: i32) -> i32 {
     } else {
         seq + records
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 async fn init_producer_id(target: &Cluster) -> Result<(i64, i16), KafkaError> {

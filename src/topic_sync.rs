@@ -1,10 +1,22 @@
 //! Topic sync: makes the target hold a topic for every replicated source topic, with the
-//! source's partition count (grown when the source grows), and strait's own internal topics.
+//! source's partition count (grown when the source grows) and its topic configs (MM2's
+//! `sync.topic.configs`), and strait's own internal topics.
+
+use std::collections::BTreeMap;
 
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
-use kafka_protocol::messages::{CreatePartitionsRequest, CreateTopicsRequest, TopicName};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::{
+    CreatePartitionsRequest, CreateTopicsRequest, DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
+
+use kafka_protocol::error::ResponseError;
 
 use crate::kafka::{Cluster, KafkaError};
 
@@ -129,4 +141,141 @@ pub async fn ensure_topics(
         }
     }
     Ok(created)
+}
+
+/// Creates one of strait's internal topics. A cluster with fewer brokers than the internal
+/// replication factor (MM2's default is 3; a one-broker test cluster has 1) gets a topic
+/// with one replica per broker and a warning, rather than no replication at all.
+pub async fn ensure_internal_topic(target: &Cluster, spec: TopicSpec) -> Result<(), KafkaError> {
+    match ensure_topics(target, std::slice::from_ref(&spec)).await {
+        Err(KafkaError::Broker {
+            code: ResponseError::InvalidReplicationFactor,
+            ..
+        }) if target.broker_count() > 0 => {
+            let brokers = target.broker_count() as i16;
+            tracing::warn!(
+                topic = %spec.name, wanted = spec.replication_factor, brokers,
+                "the target has fewer brokers than internal.topic.replication.factor; creating the topic with one replica per broker"
+            );
+            ensure_topics(
+                target,
+                &[TopicSpec {
+                    replication_factor: brokers,
+                    ..spec
+                }],
+            )
+            .await?;
+            Ok(())
+        }
+        other => other.map(|_| ()),
+    }
+}
+
+/// Kafka's `ConfigResource.Type.TOPIC`.
+const TOPIC_RESOURCE: i8 = 2;
+/// `DescribeConfigs` config source of a value set on the topic itself.
+const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+
+/// Topic configs that differ from the broker defaults (set on the topic itself), by topic.
+/// Sensitive values are left out.
+pub async fn topic_configs(
+    cluster: &Cluster,
+    topics: &[String],
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, KafkaError> {
+    let mut out = BTreeMap::new();
+    if topics.is_empty() {
+        return Ok(out);
+    }
+    let request = DescribeConfigsRequest::default().with_resources(
+        topics
+            .iter()
+            .map(|t| {
+                DescribeConfigsResource::default()
+                    .with_resource_type(TOPIC_RESOURCE)
+                    .with_resource_name(StrBytes::from_string(t.clone()))
+                    .with_configuration_keys(None)
+            })
+            .collect(),
+    );
+    let response = cluster
+        .with_retry(|conn| {
+            let request = &request;
+            async move { conn.send(request).await }
+        })
+        .await?;
+    for r in response.results {
+        let topic = r.resource_name.to_string();
+        if r.error_code != 0 {
+            tracing::debug!(%topic, code = r.error_code, "DescribeConfigs error; topic skipped");
+            continue;
+        }
+        let configs = r
+            .configs
+            .into_iter()
+            .filter(|c| c.config_source == DYNAMIC_TOPIC_CONFIG && !c.is_sensitive)
+            .filter_map(|c| Some((c.name.to_string(), c.value?.to_string())))
+            .collect();
+        out.insert(topic, configs);
+    }
+    Ok(out)
+}
+
+/// The configs strait copies from a source topic: MM2's `config.properties.exclude` applies,
+/// and `compression.type` always stays `producer` on the target so that the broker stores the
+/// forwarded batches as they are (whatever codec each was written with).
+pub fn replicable_configs(
+    configs: &BTreeMap<String, String>,
+    exclude: &[regex::Regex],
+) -> BTreeMap<String, String> {
+    configs
+        .iter()
+        .filter(|(k, _)| k.as_str() != "compression.type" && !exclude.iter().any(|r| r.is_match(k)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Sets on the target topic every wanted config whose value differs (IncrementalAlterConfigs
+/// SET). Returns the number of values changed.
+pub async fn apply_configs(
+    target: &Cluster,
+    topic: &str,
+    wanted: &BTreeMap<String, String>,
+    current: &BTreeMap<String, String>,
+) -> Result<usize, KafkaError> {
+    let changes: Vec<AlterableConfig> = wanted
+        .iter()
+        .filter(|(k, v)| current.get(*k) != Some(*v))
+        .map(|(k, v)| {
+            AlterableConfig::default()
+                .with_name(StrBytes::from_string(k.clone()))
+                .with_config_operation(0)
+                .with_value(Some(StrBytes::from_string(v.clone())))
+        })
+        .collect();
+    if changes.is_empty() {
+        return Ok(0);
+    }
+    let count = changes.len();
+    let request = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(TOPIC_RESOURCE)
+            .with_resource_name(StrBytes::from_string(topic.to_string()))
+            .with_configs(changes),
+    ]);
+    let response = target
+        .with_retry(|conn| {
+            let request = &request;
+            async move { conn.send(request).await }
+        })
+        .await?;
+    for r in response.responses {
+        let detail = r.error_message.map(|m| m.to_string()).unwrap_or_default();
+        KafkaError::check(
+            "IncrementalAlterConfigs",
+            || format!("topic {topic} on {}: {detail}", target.alias()),
+            r.error_code,
+        )?;
+    }
+    tracing::info!(cluster = %target.alias(), %topic, changed = count, "synced topic configs");
+    Ok(count)
 }

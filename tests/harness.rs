@@ -69,7 +69,7 @@ fn produce_and_dump_round_trip() {
             ("h1".to_string(), Some(format!("v{i}").into_bytes())),
             ("h2".to_string(), None),
         ];
-        if i % 5 == 0 {
+        if i.is_multiple_of(5) {
             headers.push(("h1".to_string(), Some(format!("again-{i}").into_bytes())));
         }
         assert_eq!(r.headers, headers, "record {i}");

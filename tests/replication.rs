@@ -58,15 +58,23 @@ fn assert_replicated(
         for (i, (a, b)) in w.iter().zip(&h).enumerate() {
             assert_eq!(a, b, "{remote}-{p}: record #{i} differs");
         }
-        let src = raw_batches(source, &TopicPartition::new(topic, p));
+        // Compaction can leave empty batches behind: they carry nothing to replicate.
+        let src: Vec<_> = raw_batches(source, &TopicPartition::new(topic, p))
+            .into_iter()
+            .filter(|b| b.record_count() > 0)
+            .collect();
         let dst = raw_batches(target, &TopicPartition::new(remote, p));
         assert_eq!(dst.len(), src.len(), "{remote}-{p}: batch count");
         for (i, (s, d)) in src.iter().zip(&dst).enumerate() {
-            assert_eq!(
-                d.records(),
-                s.records(),
-                "{remote}-{p}: batch #{i} records bytes"
-            );
+            // A compacted batch with holes in its offsets is the one kind a broker refuses as
+            // is: its records are renumbered (their content is compared above).
+            if !s.has_holes() {
+                assert_eq!(
+                    d.records(),
+                    s.records(),
+                    "{remote}-{p}: batch #{i} records bytes"
+                );
+            }
             assert_eq!(d.record_count(), s.record_count());
             assert_eq!(
                 d.attributes() & 0x0f,
@@ -221,27 +229,26 @@ fn compacted_topic_with_offset_gaps() {
             ("delete.retention.ms", "100"),
         ],
     );
-    for _ in 0..4 {
-        kafka::produce(
-            source,
-            &[
-                "--topic",
-                &topic,
-                "--count",
-                "500",
-                "--key-space",
-                "20",
-                "--linger-ms",
-                "5",
-            ],
-        );
+    // 500 distinct keys, then rounds that overwrite a few of them many times: compaction
+    // leaves holes between batches and inside them.
+    for key_space in ["500", "20", "7"] {
+        let args = [
+            "--topic",
+            &topic,
+            "--count",
+            "500",
+            "--key-space",
+            key_space,
+        ];
+        kafka::produce(source, &args);
         std::thread::sleep(Duration::from_millis(300));
     }
     // Wait for the log cleaner to leave offset gaps.
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
     let records = loop {
         let records = kafka::dump(source, &topic);
-        if records.len() < 1500 {
+        let gaps = records.windows(2).any(|w| w[1].offset > w[0].offset + 1);
+        if records.len() < 1000 && gaps {
             break records;
         }
         assert!(

@@ -74,6 +74,13 @@ impl Cluster {
         self.pool.lock().unwrap().brokers.len()
     }
 
+    /// Ids of the brokers in the last Metadata response, sorted.
+    pub fn broker_ids(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self.pool.lock().unwrap().brokers.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
     pub fn timeout(&self) -> Duration {
         self.timeout
     }

@@ -5,12 +5,18 @@
 //! watch the test process and stop when it exits. Records are written and read back with the
 //! Java workload tool (`tests/java/Workload.java`, kafka-clients only) and Kafka's own tools;
 //! each call is one JVM run of about two seconds, so tests should batch their work.
+//!
+//! For comparisons with Apache Kafka's MirrorMaker 2: [`consume`] is a real consumer-group
+//! member, the `translate_offsets`/`replication_hops`/... wrappers ask the real
+//! `connect-mirror-client` (`tests/java/Mm2Client.java`), and [`Mm2`] runs MirrorMaker 2 itself
+//! (`scripts/mm2.sh`).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// One running (or stopped) single-node cluster.
 #[derive(Debug)]
@@ -176,6 +182,267 @@ pub fn dump_with(c: &Cluster, topic: &str, extra: &[&str]) -> Vec<DumpedRecord> 
         .collect()
 }
 
+/// `Workload consume`: joins consumer group `group` on `topic` (auto.offset.reset=earliest,
+/// read_committed), reads at most `max` records (fewer if it reaches the end offsets and nothing
+/// more arrives within a second), commits the offset after the last record it read in each
+/// partition it read from, and leaves the group. Returns what it read, ordered by partition then
+/// offset.
+pub fn consume(c: &Cluster, topic: &str, group: &str, max: usize) -> Vec<DumpedRecord> {
+    consume_with(c, topic, group, max, &[])
+}
+
+/// [`consume`] with extra `Workload consume` options (`--isolation`, `--timeout-ms`,
+/// `--idle-ms`).
+pub fn consume_with(
+    c: &Cluster,
+    topic: &str,
+    group: &str,
+    max: usize,
+    extra: &[&str],
+) -> Vec<DumpedRecord> {
+    let max = max.to_string();
+    let mut all = vec!["consume", "--bootstrap", &c.bootstrap, "--topic", topic];
+    all.extend(["--group", group, "--max", &max]);
+    all.extend_from_slice(extra);
+    let out = tool("Workload", &all);
+    String::from_utf8(out.stdout)
+        .expect("consume output is ASCII")
+        .lines()
+        .map(parse_dump_line)
+        .collect()
+}
+
+/// The committed offsets of consumer group `group`: `(topic, partition, offset)`, sorted
+/// (empty when the group has none).
+pub fn committed_offsets(c: &Cluster, group: &str) -> Vec<(String, i32, i64)> {
+    let out = tool(
+        "Workload",
+        &["committed", "--bootstrap", &c.bootstrap, "--group", group],
+    );
+    parse_offset_lines(&out.stdout)
+}
+
+/// The end offsets of `topic`'s partitions, `(partition, offset)` sorted by partition; empty if
+/// the topic does not exist (yet).
+pub fn end_offsets(c: &Cluster, topic: &str) -> Vec<(i32, i64)> {
+    let out = script_output(&[
+        "tool",
+        "org.apache.kafka.tools.GetOffsetShell",
+        "--bootstrap-server",
+        &c.bootstrap,
+        "--topic",
+        topic,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        assert!(
+            stderr.contains("Could not match any topic-partitions"),
+            "GetOffsetShell {topic} failed: {stderr}"
+        );
+        return Vec::new();
+    }
+    let mut v: Vec<(i32, i64)> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            let mut f = l.rsplitn(3, ':');
+            let (o, p) = (f.next().unwrap(), f.next().expect("topic:partition:offset"));
+            (p.parse().unwrap(), o.parse().unwrap())
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+fn parse_offset_lines(stdout: &[u8]) -> Vec<(String, i32, i64)> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 3, "bad offset line: {l:?}");
+            (
+                f[0].to_string(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// Runs `Mm2Client CMD --bootstrap <c> ARGS` (the real `connect-mirror-client`, see
+/// `tests/java/Mm2Client.java`) and returns its output lines.
+pub fn mm2_client(c: &Cluster, cmd: &str, args: &[&str]) -> Vec<String> {
+    let mut all = vec![cmd, "--bootstrap", &c.bootstrap];
+    all.extend_from_slice(args);
+    let out = tool("Mm2Client", &all);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// `RemoteClusterUtils.translateOffsets` on `target` for `group` as checkpointed from
+/// `source_alias` (30 s timeout): `(target topic, partition, offset)`, sorted.
+pub fn translate_offsets(
+    target: &Cluster,
+    source_alias: &str,
+    group: &str,
+) -> Vec<(String, i32, i64)> {
+    let mut all = vec!["translate", "--bootstrap", &target.bootstrap];
+    all.extend(["--source-alias", source_alias, "--group", group]);
+    parse_offset_lines(&tool("Mm2Client", &all).stdout)
+}
+
+/// `RemoteClusterUtils.replicationHops(alias)` on `c` (-1 when `alias` is not upstream).
+pub fn replication_hops(c: &Cluster, alias: &str) -> i32 {
+    let lines = mm2_client(c, "hops", &["--alias", alias]);
+    lines
+        .first()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or_else(|| panic!("bad hops output {lines:?}"))
+}
+
+/// `RemoteClusterUtils.upstreamClusters` on `c`, sorted.
+pub fn upstream_clusters(c: &Cluster) -> Vec<String> {
+    mm2_client(c, "upstream", &[])
+}
+
+/// `RemoteClusterUtils.heartbeatTopics` on `c`, sorted.
+pub fn heartbeat_topics(c: &Cluster) -> Vec<String> {
+    mm2_client(c, "heartbeats", &[])
+}
+
+/// `RemoteClusterUtils.checkpointTopics` on `c`, sorted.
+pub fn checkpoint_topics(c: &Cluster) -> Vec<String> {
+    mm2_client(c, "checkpoints", &[])
+}
+
+/// `MirrorClient.remoteTopics` on `c`, sorted.
+pub fn remote_topics(c: &Cluster) -> Vec<String> {
+    mm2_client(c, "remote-topics", &[])
+}
+
+/// Apache Kafka's MirrorMaker 2 in dedicated mode (`scripts/mm2.sh run`), killed on drop.
+///
+/// Its log (INFO for `org.apache.kafka.connect.mirror`, WARN otherwise, plus the JVM's own
+/// output) goes to a file in a temporary directory. Start-up takes about 8 s when the config
+/// sets `plugin.discovery = service_load` at the top level and for every cluster alias
+/// (`<alias>.plugin.discovery`), and 30 s or more without (Connect then scans the whole
+/// classpath for plugins, once per herder). Each instance joins Connect's worker group
+/// `<source alias>-mm2` and uses the topics `mm2-{configs,offsets,status}.<source alias>.internal`
+/// on the target: instances that run at the same time against the same clusters need distinct
+/// aliases, and a later instance with the same aliases starts from the earlier one's state.
+pub struct Mm2 {
+    child: Option<Child>,
+    pub config: PathBuf,
+    pub log_path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Mm2 {
+    /// Writes `properties_text` to `mm2.properties` and starts MirrorMaker 2 on it (-Xmx512m).
+    pub fn start(properties_text: &str) -> Mm2 {
+        Mm2::start_with(properties_text, &[])
+    }
+
+    /// [`Mm2::start`] with JVM options (which replace the default `-Xmx512m`).
+    pub fn start_with(properties_text: &str, jvm_opts: &[&str]) -> Mm2 {
+        fetch();
+        let dir = tempfile::Builder::new()
+            .prefix("strait-mm2-")
+            .tempdir()
+            .expect("temp dir");
+        let config = dir.path().join("mm2.properties");
+        std::fs::write(&config, properties_text).unwrap();
+        let log_path = dir.path().join("mm2.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/mm2.sh");
+        let child = Command::new("bash")
+            .arg(&script)
+            .arg("run")
+            .arg(&config)
+            .args(jvm_opts)
+            .env("MM2_LOG", &log_path)
+            .env("STRAIT_KAFKA_WATCH_PID", std::process::id().to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+        Mm2 {
+            child: Some(child),
+            config,
+            log_path,
+            _dir: dir,
+        }
+    }
+
+    /// The MirrorMaker JVM's pid (`mm2.sh` execs java).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Everything logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// Panics with the log if MirrorMaker has exited.
+    pub fn assert_running(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            if let Some(status) = c.try_wait().unwrap() {
+                panic!("MirrorMaker 2 exited ({status}):\n{}", self.log());
+            }
+        }
+    }
+
+    /// Waits until the log contains `needle`; panics with the log after `timeout` or if
+    /// MirrorMaker exits.
+    pub fn wait_log(&mut self, needle: &str, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        while !self.log().contains(needle) {
+            self.assert_running();
+            assert!(
+                Instant::now() < deadline,
+                "MirrorMaker 2 did not log {needle:?} within {timeout:?}:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// SIGTERM, then SIGKILL if it has not stopped within 30 s.
+    pub fn stop(&mut self) {
+        let Some(mut c) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while c.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Mm2 {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 fn parse_dump_line(line: &str) -> DumpedRecord {
     let f: Vec<&str> = line.split('\t').collect();
     assert_eq!(f.len(), 7, "bad dump line: {line:?}");
@@ -235,16 +502,7 @@ pub fn fetch() {
 
 /// Runs `scripts/kafka.sh ARGS`; panics with its output when it fails.
 fn script(args: &[&str]) -> Output {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka.sh");
-    let mut cmd = Command::new("bash");
-    cmd.arg(&path).args(args).stdin(Stdio::null());
-    cmd.env("STRAIT_KAFKA_WATCH_PID", std::process::id().to_string());
-    if std::env::var_os("STRAIT_KEEP_KAFKA").is_none() {
-        cmd.env("STRAIT_KAFKA_WATCH_CLEAN", "1");
-    }
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {}: {e}", path.display()));
+    let out = script_output(args);
     if !out.status.success() {
         panic!(
             "kafka.sh {} failed ({}):\n{}{}",
@@ -255,6 +513,19 @@ fn script(args: &[&str]) -> Output {
         );
     }
     out
+}
+
+/// Runs `scripts/kafka.sh ARGS` and returns its output, whether it failed or not.
+fn script_output(args: &[&str]) -> Output {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/kafka.sh");
+    let mut cmd = Command::new("bash");
+    cmd.arg(&path).args(args).stdin(Stdio::null());
+    cmd.env("STRAIT_KAFKA_WATCH_PID", std::process::id().to_string());
+    if std::env::var_os("STRAIT_KEEP_KAFKA").is_none() {
+        cmd.env("STRAIT_KAFKA_WATCH_CLEAN", "1");
+    }
+    cmd.output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", path.display()))
 }
 
 /// The directory that holds every cluster's data, kept for the life of the process (the

@@ -137,25 +137,31 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         .block_on(f)
 }
 
-/// Every batch of `tp` a read_committed consumer would see (control and aborted dropped).
-pub fn raw_batches(cluster: &Cluster, tp: &TopicPartition) -> Vec<RawBatch> {
+/// Every batch of `tp` a read_committed consumer would see (control and aborted dropped);
+/// an error while the topic is still being created, say.
+pub fn try_raw_batches(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+) -> Result<Vec<RawBatch>, strait::kafka::KafkaError> {
     let c = strait::kafka::Cluster::new(
         cluster.name.as_str(),
         vec![cluster.bootstrap.clone()],
         "strait-test",
         Duration::from_secs(30),
     );
-    block_on(strait::fetch::read_partition(&c, tp))
-        .unwrap_or_else(|e| panic!("reading {tp}: {e}"))
-        .unwrap_or_default()
+    Ok(block_on(strait::fetch::read_partition(&c, tp))?.unwrap_or_default())
 }
 
-/// Records (not batches) in the committed batches of `tp`.
+/// [`try_raw_batches`] that panics on errors.
+pub fn raw_batches(cluster: &Cluster, tp: &TopicPartition) -> Vec<RawBatch> {
+    try_raw_batches(cluster, tp).unwrap_or_else(|e| panic!("reading {tp}: {e}"))
+}
+
+/// Records (not batches) in the committed batches of `tp`; 0 while it cannot be read yet.
 pub fn record_count(cluster: &Cluster, tp: &TopicPartition) -> i64 {
-    raw_batches(cluster, tp)
-        .iter()
-        .map(|b| b.record_count() as i64)
-        .sum()
+    try_raw_batches(cluster, tp)
+        .map(|v| v.iter().map(|b| b.record_count() as i64).sum())
+        .unwrap_or(0)
 }
 
 /// Waits until every partition of `topic` on `cluster` holds `expected` records in total.

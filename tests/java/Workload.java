@@ -6,7 +6,10 @@
 //           [--headers] [--batch-size BYTES] [--linger-ms MS] [--rate RECORDS_PER_SEC]
 //           [--partition P]
 //   dump --bootstrap B --topic T [--isolation read_committed|read_uncommitted] [--timeout-ms MS]
-//   train --bootstrap B   (exercise TopicCommand, produce and dump once, for a CDS archive)
+//   consume --bootstrap B --topic T --group G --max N [--isolation read_committed|read_uncommitted]
+//           [--timeout-ms MS] [--idle-ms MS]
+//   committed --bootstrap B --group G
+//   train --bootstrap B   (exercise the commands above and Mm2Client once, for a CDS archive)
 //
 // Record i (0-based) produced by `produce`:
 //   key     "key-" + (i % keySpace)                  (keySpace defaults to count)
@@ -21,6 +24,16 @@
 // `dump` prints one line per record, ordered by partition then offset:
 //   partition \t offset \t timestamp \t timestampType \t key \t value \t headers
 // key/value are base64 or "-" for null; headers are "k=base64" or "k=-" joined by ",".
+//
+// `consume` is a consumer group member (subscribe, auto.offset.reset=earliest, no auto
+// commit). It reads at most N records, stopping earlier once its position has reached the end
+// offsets of every assigned partition and nothing more arrived for --idle-ms (default 1000).
+// Then it commits, per partition it read from, the offset after the last record it counted
+// (records a poll returned past N are neither printed nor committed), prints the records it
+// read like `dump` and closes, leaving the group. Fails if nothing is assigned within the
+// timeout or the timeout passes while it is still behind.
+//
+// `committed` prints the group's committed offsets: topic \t partition \t offset, sorted.
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.*;
@@ -38,7 +51,7 @@ public class Workload {
     static final Set<String> FLAGS = Set.of("--idempotent", "--headers");
 
     public static void main(String[] argv) throws Exception {
-        if (argv.length < 1) fail("usage: Workload produce|dump --bootstrap B --topic T ...");
+        if (argv.length < 1) fail("usage: Workload produce|dump|consume|committed --bootstrap B ...");
         Map<String, String> a = new HashMap<>();
         for (int i = 1; i < argv.length; i++) {
             String k = argv[i];
@@ -50,6 +63,8 @@ public class Workload {
         switch (argv[0]) {
             case "produce" -> produce(a);
             case "dump" -> dump(a);
+            case "consume" -> consume(a);
+            case "committed" -> committed(req(a, "--bootstrap"), req(a, "--group"));
             case "train" -> train(req(a, "--bootstrap"));
             default -> fail("unknown command: " + argv[0]);
         }
@@ -170,6 +185,11 @@ public class Workload {
                 "--transactional-id", "strait-cds-training", "--txn-size", "10", "--abort-every", "2"));
         dump(Map.of("--bootstrap", bootstrap, "--topic", topic, "--isolation", "read_uncommitted"));
         dump(Map.of("--bootstrap", bootstrap, "--topic", topic));
+        consume(Map.of("--bootstrap", bootstrap, "--topic", topic, "--group", "strait-cds-training",
+                "--max", "120", "--idle-ms", "0"));
+        committed(bootstrap, "strait-cds-training");
+        Mm2Client.main(new String[] {"upstream", "--bootstrap", bootstrap});
+        Mm2Client.main(new String[] {"hops", "--bootstrap", bootstrap, "--alias", "none"});
     }
 
     /** Runs TopicCommand in this JVM (its Exit.exit calls are made to throw here). */
@@ -193,14 +213,7 @@ public class Workload {
         String topic = req(a, "--topic");
         long timeoutMs = num(a, "--timeout-ms", 30000);
         long deadline = System.currentTimeMillis() + timeoutMs;
-        Properties p = new Properties();
-        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, req(a, "--bootstrap"));
-        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
-        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
-        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, a.getOrDefault("--isolation", "read_committed"));
-        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        p.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, String.valueOf(4 << 20));
+        Properties p = consumerProps(a);
         List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
             List<TopicPartition> tps = new ArrayList<>();
@@ -232,6 +245,99 @@ public class Workload {
                 pending.removeIf(tp -> c.position(tp) >= end.get(tp));
             }
         }
+        print(out);
+    }
+
+    static Properties consumerProps(Map<String, String> a) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, req(a, "--bootstrap"));
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, a.getOrDefault("--isolation", "read_committed"));
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.MAX_PARTITION_FETCH_BYTES_CONFIG, String.valueOf(4 << 20));
+        return p;
+    }
+
+    static void consume(Map<String, String> a) throws Exception {
+        String topic = req(a, "--topic");
+        String group = req(a, "--group");
+        long max = num(a, "--max", Long.MAX_VALUE);
+        long timeoutMs = num(a, "--timeout-ms", 30000);
+        long idleMs = num(a, "--idle-ms", 1000);
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        Properties p = consumerProps(a);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.CLIENT_ID_CONFIG, "workload-consume");
+        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+        Map<TopicPartition, OffsetAndMetadata> next = new HashMap<>();
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
+            c.subscribe(List.of(topic));
+            long idleSince = -1;
+            while (out.size() < max) {
+                long now = System.currentTimeMillis();
+                if (now > deadline) {
+                    Set<TopicPartition> asg = c.assignment();
+                    if (asg.isEmpty()) fail("timeout after " + timeoutMs + " ms: nothing assigned for " + topic);
+                    StringBuilder sb = new StringBuilder("timeout after " + timeoutMs + " ms; read "
+                            + out.size() + "; positions:");
+                    Map<TopicPartition, Long> end = c.endOffsets(asg, Duration.ofMillis(5000));
+                    for (TopicPartition tp : asg)
+                        sb.append(' ').append(tp).append(" at ").append(c.position(tp)).append('/').append(end.get(tp));
+                    fail(sb.toString());
+                }
+                ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(100));
+                for (ConsumerRecord<byte[], byte[]> r : rs) {
+                    if (out.size() >= max) break;
+                    out.add(r);
+                    next.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                }
+                if (!rs.isEmpty()) {
+                    idleSince = -1;
+                    continue;
+                }
+                Set<TopicPartition> asg = c.assignment();
+                if (asg.isEmpty()) continue; // still joining the group
+                Map<TopicPartition, Long> end = c.endOffsets(asg, Duration.ofMillis(timeoutMs));
+                boolean atEnd = true;
+                for (TopicPartition tp : asg) atEnd &= c.position(tp) >= end.get(tp);
+                if (!atEnd) {
+                    idleSince = -1;
+                } else if (idleSince < 0) {
+                    idleSince = now;
+                    if (idleMs <= 0) break;
+                } else if (now - idleSince >= idleMs) {
+                    break;
+                }
+            }
+            if (!next.isEmpty()) c.commitSync(next, Duration.ofMillis(timeoutMs));
+        }
+        print(out);
+    }
+
+    static void committed(String bootstrap, String group) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        Map<TopicPartition, OffsetAndMetadata> offsets;
+        try (org.apache.kafka.clients.admin.Admin admin = org.apache.kafka.clients.admin.Admin.create(p)) {
+            offsets = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata()
+                    .get(30, java.util.concurrent.TimeUnit.SECONDS);
+        }
+        List<TopicPartition> tps = new ArrayList<>(offsets.keySet());
+        tps.sort(Comparator.comparing(TopicPartition::topic).thenComparingInt(TopicPartition::partition));
+        StringBuilder sb = new StringBuilder();
+        for (TopicPartition tp : tps) {
+            OffsetAndMetadata om = offsets.get(tp);
+            if (om == null) continue;
+            sb.append(tp.topic()).append('\t').append(tp.partition()).append('\t').append(om.offset()).append('\n');
+        }
+        System.out.print(sb);
+        System.out.flush();
+    }
+
+    /** Prints records like `dump`, ordered by partition then offset. */
+    static void print(List<ConsumerRecord<byte[], byte[]>> out) {
         out.sort(Comparator.comparingInt((ConsumerRecord<byte[], byte[]> r) -> r.partition())
                 .thenComparingLong(ConsumerRecord::offset));
         Base64.Encoder b64 = Base64.getEncoder();

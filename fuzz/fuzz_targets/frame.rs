@@ -1,0 +1,134 @@
+//! Fuzzes the framing choke point and the response decoders behind it with arbitrary bytes
+//! from a broker: `decode_frame` must split any byte stream, however it is chunked, into
+//! frames within the limit plus a partial tail (or reject a bad length without consuming
+//! it), and `decode_response` must return `Ok` or `Err` for every frame, never panic.
+//!
+//! Input layout: `[api, version, chunking, stream...]`.
+//! - `api`: a Kafka API key taken mod 4, which keeps the real keys apart: 0 Produce,
+//!   1 Fetch, 2 ApiVersions (key 18), 3 Metadata.
+//! - `version`: the response version, taken mod (highest version + 1); versions below the
+//!   lowest supported one exercise the decoders' own version check.
+//! - `chunking`: the low 2 bits pick the frame limit (64 KiB, 4 KiB, 64 B, 4 B), the upper
+//!   6 bits seed the chunk sizes the stream arrives in (0: all at once).
+//!
+//! Seeds are captured response streams with that 3-byte prefix (see `testdata/frames/`).
+#![no_main]
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, FetchRequest, MetadataRequest, ProduceRequest,
+};
+use kafka_protocol::protocol::Request;
+use libfuzzer_sys::fuzz_target;
+use strait::kafka::codec::{correlation_id, decode_frame, decode_response, FrameError};
+
+const LIMITS: [usize; 4] = [64 * 1024, 4096, 64, 4];
+
+/// Response frames decoded per input; the stream can hold thousands of 4-byte frames.
+const MAX_DECODED_FRAMES: usize = 16;
+
+fuzz_target!(|data: &[u8]| {
+    let [api, version, chunking, stream @ ..] = data else {
+        return;
+    };
+    let max = LIMITS[usize::from(chunking & 3)];
+    let frames = split(stream, max, chunking >> 2);
+    for frame in frames.into_iter().take(MAX_DECODED_FRAMES) {
+        match api % 4 {
+            0 => decode::<ProduceRequest>(*version, frame),
+            1 => decode::<FetchRequest>(*version, frame),
+            2 => decode::<ApiVersionsRequest>(*version, frame),
+            _ => decode::<MetadataRequest>(*version, frame),
+        }
+    }
+});
+
+/// Chunk sizes from a xorshift generator seeded by `seed`, between 1 and `4 * seed`;
+/// seed 0 is one chunk.
+fn chunks(stream: &[u8], seed: u8) -> Vec<&[u8]> {
+    if seed == 0 {
+        return vec![stream];
+    }
+    let mut state = u32::from(seed).wrapping_mul(0x9E37_79B9) | 1;
+    let mut rest = stream;
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        let size = 1 + (state % (4 * u32::from(seed))) as usize;
+        let (head, tail) = rest.split_at(size.min(rest.len()));
+        out.push(head);
+        rest = tail;
+    }
+    out
+}
+
+/// The length prefix at the front of `buf`, if it holds four bytes.
+fn declared_len(buf: &[u8]) -> Option<i32> {
+    buf.get(..4)
+        .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Feeds `stream` chunk by chunk into a buffer and takes frames off it until more bytes are
+/// needed, checking every answer of `decode_frame` against the length prefix; stops at the
+/// first error, as the connection would. The frames re-framed plus the bytes left in the
+/// buffer must be exactly the bytes fed.
+fn split(stream: &[u8], max: usize, seed: u8) -> Vec<Bytes> {
+    let mut buf = BytesMut::new();
+    let mut fed = 0;
+    let mut rebuilt = Vec::with_capacity(stream.len());
+    let mut frames = Vec::new();
+    'feed: for chunk in chunks(stream, seed) {
+        buf.extend_from_slice(chunk);
+        fed += chunk.len();
+        loop {
+            let len = declared_len(&buf);
+            let before = buf.len();
+            match decode_frame(&mut buf, max) {
+                Ok(Some(frame)) => {
+                    let len = len.expect("a frame needs a length prefix");
+                    assert_eq!(usize::try_from(len).ok(), Some(frame.len()));
+                    assert!((4..=max).contains(&frame.len()), "{} > {max}", frame.len());
+                    assert_eq!(buf.len(), before - 4 - frame.len());
+                    assert_eq!(correlation_id(&frame), declared_len(&frame));
+                    rebuilt.put_i32(len);
+                    rebuilt.extend_from_slice(&frame);
+                    frames.push(frame);
+                }
+                Ok(None) => {
+                    assert_eq!(buf.len(), before, "waiting must not consume");
+                    if let Some(len) = len {
+                        let len = usize::try_from(len).expect("a negative length is an error");
+                        assert!((4..=max).contains(&len), "bad length {len} not rejected");
+                        assert!(buf.len() < 4 + len, "a complete frame was held back");
+                    }
+                    break;
+                }
+                Err(e) => {
+                    assert_eq!(buf.len(), before, "an error must not consume");
+                    let len = len.expect("an error needs a length prefix");
+                    match e {
+                        FrameError::Negative(n) => assert!(n == len && n < 0),
+                        FrameError::TooLarge { len: l, max: m } => {
+                            assert!(m == max && l > max && usize::try_from(len) == Ok(l));
+                        }
+                        FrameError::TooShort(l) => {
+                            assert!(l < 4 && usize::try_from(len) == Ok(l));
+                        }
+                    }
+                    break 'feed;
+                }
+            }
+        }
+    }
+    rebuilt.extend_from_slice(&buf);
+    assert_eq!(rebuilt, stream[..fed], "frames + rest differ from the bytes fed");
+    frames
+}
+
+/// Decodes `frame` as the response to `R` at the version picked by `version`.
+fn decode<R: Request>(version: u8, frame: Bytes) {
+    let version = i16::from(version) % (R::VERSIONS.max + 1);
+    let _ = decode_response::<R>(frame, version);
+}

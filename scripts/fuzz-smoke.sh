@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Fuzz smoke run for CI: builds every cargo-fuzz target of fuzz/ and runs each for a short
+# while on its seed corpus from testdata/, in a temporary corpus directory (nothing is
+# written into the repository except the git-ignored fuzz/target and fuzz/artifacts).
+# Fails if any target crashes, runs out of memory or times out, printing the input that did.
+#
+# Installs what it needs on first use: the nightly toolchain (minimal profile) and
+# cargo-fuzz (`cargo install`, into the default cargo bin directory).
+#
+# Environment:
+#   FUZZ_SECONDS     run time per target (default 20)
+#   FUZZ_TOOLCHAIN   toolchain that builds the targets (default nightly)
+#   FUZZ_TARGETS     space-separated targets to run (default: all of fuzz/fuzz_targets)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT="$(pwd)"
+
+SECONDS_PER_TARGET="${FUZZ_SECONDS:-20}"
+TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
+TARGET_DIR="$ROOT/fuzz/target"
+ARTIFACTS="$ROOT/fuzz/artifacts"
+
+say() { printf 'fuzz-smoke: %s\n' "$*"; }
+die() { say "$*" >&2; exit 1; }
+
+# --- tools -------------------------------------------------------------------------------------
+
+command -v rustup >/dev/null || die "rustup not found"
+command -v c++ >/dev/null || die "a C++ compiler (c++) is needed to build libFuzzer"
+host="$(rustc -vV | sed -n 's/^host: //p')"
+if ! rustup toolchain list | awk '{print $1}' | grep -qx -e "$TOOLCHAIN" -e "$TOOLCHAIN-$host"; then
+    say "installing the $TOOLCHAIN toolchain"
+    rustup toolchain install "$TOOLCHAIN" --profile minimal --no-self-update
+fi
+cargo "+$TOOLCHAIN" --version
+if ! cargo fuzz --version >/dev/null 2>&1; then
+    say "installing cargo-fuzz"
+    cargo install cargo-fuzz --locked
+fi
+cargo fuzz --version
+
+# --- seed corpora ------------------------------------------------------------------------------
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# `batch`: Fetch `records` bytes as they are.
+mkdir -p "$work/batch"
+cp testdata/batches/*.bin "$work/batch/"
+
+# `frame`: captured response frames behind the target's 3-byte prefix (API key, version,
+# chunking; see fuzz/fuzz_targets/frame.rs), once whole and once in small chunks.
+mkdir -p "$work/frame"
+for f in testdata/frames/*.bin; do
+    name="$(basename "$f" .bin)"
+    [[ "$name" =~ ^([a-z-]+)-v([0-9]+)- ]] || die "$f: expected <api>-v<version>-<what>.bin"
+    case "${BASH_REMATCH[1]}" in
+        produce) key=0 ;;
+        fetch) key=1 ;;
+        metadata) key=3 ;;
+        api-versions) key=18 ;;
+        *) die "$f: unknown API ${BASH_REMATCH[1]}" ;;
+    esac
+    version="${BASH_REMATCH[2]}"
+    for chunking in 0 28; do
+        { printf "\\x$(printf %02x "$key")\\x$(printf %02x "$version")\\x$(printf %02x "$chunking")"
+          cat "$f"; } >"$work/frame/$name-$chunking"
+    done
+done
+
+# --- build and run -----------------------------------------------------------------------------
+
+fuzz=(cargo "+$TOOLCHAIN" fuzz)
+targets="${FUZZ_TARGETS:-$(cd fuzz/fuzz_targets && ls -- *.rs | sed 's/\.rs$//' | tr '\n' ' ')}"
+
+start=$SECONDS
+say "building: $targets"
+"${fuzz[@]}" build --target-dir "$TARGET_DIR"
+say "built in $((SECONDS - start)) s"
+
+failed=()
+for target in $targets; do
+    corpus="$work/$target"
+    mkdir -p "$corpus" "$ARTIFACTS/$target"
+    log="$work/$target.log"
+    say "running $target for $SECONDS_PER_TARGET s ($(ls "$corpus" | wc -l) seeds)"
+    t0=$SECONDS
+    if "${fuzz[@]}" run --target-dir "$TARGET_DIR" "$target" "$corpus" -- \
+        -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -print_final_stats=1 \
+        -artifact_prefix="$ARTIFACTS/$target/" >"$log" 2>&1; then
+        grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' "$log" || true
+        say "$target: ok ($((SECONDS - t0)) s, corpus $(ls "$corpus" | wc -l) inputs)"
+    else
+        tail -n 60 "$log"
+        artifact="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)"
+        if [[ -n "$artifact" ]]; then
+            say "$target FAILED: input saved to $artifact"
+            say "  reproduce: cargo +$TOOLCHAIN fuzz run $target $artifact"
+        else
+            say "$target FAILED (no input saved; see the log above)"
+        fi
+        failed+=("$target")
+    fi
+done
+
+say "total $((SECONDS - start)) s"
+if ((${#failed[@]})); then
+    die "failed: ${failed[*]}"
+fi

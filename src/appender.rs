@@ -1,0 +1,77 @@
+//! Writes strait's own small record batches (heartbeats, checkpoints, offset syncs) to one
+//! partition of a cluster: a plain `acks=all` Produce, retried through leader changes until
+//! the cluster's request timeout. The replicated data never takes this path.
+
+use std::time::Duration;
+
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::batch::{ProducerStamp, RawBatch};
+use crate::kafka::backoff::Backoff;
+use crate::kafka::{Cluster, KafkaError, TopicPartition};
+
+/// Appends `batch` (built by `batch::encode_batch`) to `tp` and returns its base offset.
+pub async fn append(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    batch: &RawBatch,
+) -> Result<i64, KafkaError> {
+    let records = batch.rewrite(&ProducerStamp::NONE);
+    let deadline = tokio::time::Instant::now() + cluster.timeout();
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+    loop {
+        match append_once(cluster, tp, records.clone()).await {
+            Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
+                tracing::debug!(partition = %tp, error = %e, "append retry");
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn append_once(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    records: bytes::Bytes,
+) -> Result<i64, KafkaError> {
+    let meta = cluster.metadata(Some(&[tp.topic.to_string()])).await?;
+    let topic = meta
+        .iter()
+        .find(|t| *t.name == *tp.topic)
+        .ok_or_else(|| KafkaError::Other(format!("{tp}: topic missing from metadata")))?;
+    KafkaError::check("Metadata", || tp.to_string(), topic.error_code)?;
+    let leader = topic
+        .partitions
+        .iter()
+        .find(|p| p.partition == tp.partition && p.leader >= 0)
+        .map(|p| p.leader)
+        .ok_or_else(|| KafkaError::Broker {
+            api: "Metadata",
+            context: tp.to_string(),
+            code: kafka_protocol::error::ResponseError::LeaderNotAvailable,
+        })?;
+    let conn = cluster.broker(leader).await?;
+    let request = ProduceRequest::default()
+        .with_acks(-1)
+        .with_timeout_ms(cluster.timeout().as_millis().min(i32::MAX as u128) as i32)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(tp.topic.to_string())))
+            .with_topic_id(topic.id)
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(tp.partition)
+                .with_records(Some(records))])]);
+    let response = conn.send(&request).await?;
+    let partition = response
+        .responses
+        .into_iter()
+        .flat_map(|t| t.partition_responses)
+        .find(|p| p.index == tp.partition)
+        .ok_or_else(|| {
+            KafkaError::Other(format!("{tp}: Produce response without the partition"))
+        })?;
+    KafkaError::check("Produce", || tp.to_string(), partition.error_code)?;
+    Ok(partition.base_offset)
+}

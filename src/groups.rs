@@ -1,0 +1,198 @@
+//! Consumer groups as strait reads them on the source and writes them on the target:
+//! listing (every broker coordinates some groups), committed offsets (OffsetFetch at the
+//! group's coordinator) and commits on behalf of an empty group (OffsetCommit with
+//! generation -1, which a coordinator accepts only while the group has no members).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
+use kafka_protocol::messages::{
+    FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::kafka::backoff::Backoff;
+use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
+
+/// A group as ListGroups reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listing {
+    pub group_id: String,
+    /// `Empty`, `Stable`, `PreparingRebalance`, ... (empty when the broker does not say).
+    pub state: String,
+}
+
+/// One committed offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    pub offset: i64,
+    pub metadata: String,
+}
+
+/// Every group of the cluster (ListGroups goes to each broker).
+pub async fn list(cluster: &Cluster) -> Result<Vec<Listing>, KafkaError> {
+    cluster.metadata(Some(&[])).await?;
+    let mut out = Vec::new();
+    for id in cluster.broker_ids() {
+        let conn = cluster.broker(id).await?;
+        let response = conn.send(&ListGroupsRequest::default()).await?;
+        KafkaError::check("ListGroups", || format!("broker {id}"), response.error_code)?;
+        out.extend(response.groups.into_iter().map(|g| Listing {
+            group_id: g.group_id.0.to_string(),
+            state: g.group_state.to_string(),
+        }));
+    }
+    out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+    out.dedup_by(|a, b| a.group_id == b.group_id);
+    Ok(out)
+}
+
+/// The connection to `group`'s coordinator, retried while the coordinator is loading.
+pub async fn coordinator(cluster: &Cluster, group: &str) -> Result<Connection, KafkaError> {
+    retrying(cluster, || async {
+        let request = FindCoordinatorRequest::default()
+            .with_key(StrBytes::from_string(group.to_string()))
+            .with_key_type(0)
+            .with_coordinator_keys(vec![StrBytes::from_string(group.to_string())]);
+        let response = cluster.any_broker().await?.send(&request).await?;
+        let (node, code) = match response.coordinators.first() {
+            Some(c) => (c.node_id.0, c.error_code),
+            None => (response.node_id.0, response.error_code),
+        };
+        KafkaError::check("FindCoordinator", || format!("group {group}"), code)?;
+        cluster.broker(node).await
+    })
+    .await
+}
+
+/// The offsets `group` committed, by topic-partition (partitions without a commit are left out).
+pub async fn committed(
+    cluster: &Cluster,
+    group: &str,
+) -> Result<HashMap<TopicPartition, Committed>, KafkaError> {
+    retrying(cluster, || async {
+        let conn = coordinator(cluster, group).await?;
+        let request = OffsetFetchRequest::default()
+            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+            .with_topics(None)
+            .with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+                .with_topics(None)]);
+        let response = conn.send(&request).await?;
+        let mut out = HashMap::new();
+        let mut add =
+            |topic: &str, partition: i32, offset: i64, metadata: Option<&StrBytes>, code: i16| {
+                if code == 0 && offset >= 0 {
+                    out.insert(
+                        TopicPartition::new(topic, partition),
+                        Committed {
+                            offset,
+                            metadata: metadata.map(|m| m.to_string()).unwrap_or_default(),
+                        },
+                    );
+                }
+            };
+        if let Some(g) = response.groups.first() {
+            KafkaError::check("OffsetFetch", || format!("group {group}"), g.error_code)?;
+            for t in &g.topics {
+                for p in &t.partitions {
+                    add(
+                        &t.name.0,
+                        p.partition_index,
+                        p.committed_offset,
+                        p.metadata.as_ref(),
+                        p.error_code,
+                    );
+                }
+            }
+        } else {
+            KafkaError::check(
+                "OffsetFetch",
+                || format!("group {group}"),
+                response.error_code,
+            )?;
+            for t in &response.topics {
+                for p in &t.partitions {
+                    add(
+                        &t.name.0,
+                        p.partition_index,
+                        p.committed_offset,
+                        p.metadata.as_ref(),
+                        p.error_code,
+                    );
+                }
+            }
+        }
+        Ok(out)
+    })
+    .await
+}
+
+/// Commits `offsets` for `group` as an outsider (generation -1, no member id): the
+/// coordinator refuses it while the group has members, which is what strait wants.
+pub async fn commit(
+    cluster: &Cluster,
+    group: &str,
+    offsets: &[(TopicPartition, Committed)],
+) -> Result<(), KafkaError> {
+    let mut topics: Vec<OffsetCommitRequestTopic> = Vec::new();
+    for (tp, c) in offsets {
+        let p = OffsetCommitRequestPartition::default()
+            .with_partition_index(tp.partition)
+            .with_committed_offset(c.offset)
+            .with_committed_leader_epoch(-1)
+            .with_committed_metadata(Some(StrBytes::from_string(c.metadata.clone())));
+        match topics.iter_mut().find(|t| t.name.0.as_str() == &*tp.topic) {
+            Some(t) => t.partitions.push(p),
+            None => topics.push(
+                OffsetCommitRequestTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(tp.topic.to_string())))
+                    .with_partitions(vec![p]),
+            ),
+        }
+    }
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
+        .with_generation_id_or_member_epoch(-1)
+        .with_member_id(StrBytes::default())
+        .with_retention_time_ms(-1)
+        .with_topics(topics);
+    retrying(cluster, || async {
+        let conn = coordinator(cluster, group).await?;
+        let response = conn.send(&request).await?;
+        for t in &response.topics {
+            for p in &t.partitions {
+                KafkaError::check(
+                    "OffsetCommit",
+                    || format!("group {group} {}-{}", t.name.0.as_str(), p.partition_index),
+                    p.error_code,
+                )?;
+            }
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Retries retriable failures (coordinator loading or moving) until the request timeout.
+async fn retrying<T, F, Fut>(cluster: &Cluster, f: F) -> Result<T, KafkaError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, KafkaError>>,
+{
+    let deadline = tokio::time::Instant::now() + cluster.timeout();
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+    loop {
+        match f().await {
+            Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            other => return other,
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Heartbeats, as MM2's `MirrorHeartbeatConnector` writes them: every
+//! `emit.heartbeats.interval.seconds` a `Heartbeat(source, target, now)` record goes to the
+//! `heartbeats` topic on the target. Replicated onward (`source.heartbeats`, nesting as
+//! `a.b.heartbeats`), they are how `RemoteClusterUtils` finds upstream clusters and hops.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::appender::append;
+use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::mm2::{self, Heartbeat};
+use crate::now_ms;
+use crate::topic_sync::{ensure_internal_topic, TopicSpec};
+
+/// Where and how often one flow's heartbeats are written.
+#[derive(Debug, Clone)]
+pub struct HeartbeatConfig {
+    pub source_alias: String,
+    pub target_alias: String,
+    /// The heartbeats topic of the replication policy (`heartbeats`).
+    pub topic: String,
+    pub interval: Duration,
+    pub replication_factor: i16,
+}
+
+/// Emits heartbeats until `shutdown`. Failures are logged and retried at the next tick:
+/// a missed heartbeat is what a lag dashboard should see, not a reason to stop replicating.
+pub async fn run(
+    config: HeartbeatConfig,
+    target: Arc<Cluster>,
+    shutdown: CancellationToken,
+) -> Result<(), KafkaError> {
+    ensure_internal_topic(
+        &target,
+        TopicSpec {
+            name: config.topic.clone(),
+            partitions: 1,
+            replication_factor: config.replication_factor,
+            configs: vec![("cleanup.policy".into(), "compact".into())],
+        },
+    )
+    .await?;
+    let tp = TopicPartition::new(config.topic.as_str(), 0);
+    let mut tick = tokio::time::interval(config.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = tick.tick() => {}
+        }
+        let heartbeat = Heartbeat {
+            source_cluster_alias: config.source_alias.clone(),
+            target_cluster_alias: config.target_alias.clone(),
+            timestamp: now_ms(),
+        };
+        let batch = mm2::batch(
+            &[(heartbeat.encode_key(), heartbeat.encode_value())],
+            heartbeat.timestamp,
+        );
+        if let Err(e) = append(&target, &tp, &batch).await {
+            tracing::warn!(topic = %config.topic, error = %e, "heartbeat not written");
+        }
+    }
+}

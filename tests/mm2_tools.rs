@@ -1,0 +1,186 @@
+//! Proves the MirrorMaker 2 comparison tools against the real thing: a consumer group reads
+//! part of a topic on the source, Apache Kafka's MirrorMaker 2 (dedicated mode) replicates the
+//! topic and syncs the group's offsets to the target, the real `connect-mirror-client` reads
+//! MM2's checkpoints and heartbeats, and the group carries on reading on the target. Prints how
+//! many records the group reads twice because of MM2's offset translation.
+
+mod common;
+
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+
+use common::kafka::{self, Mm2};
+
+const RECORDS: usize = 1000;
+const READ_ON_SOURCE: usize = 400;
+
+fn mm2_config(source: &kafka::Cluster, target: &kafka::Cluster, topic: &str) -> String {
+    format!(
+        "clusters = s, t
+s.bootstrap.servers = {}
+t.bootstrap.servers = {}
+s->t.enabled = true
+s->t.topics = {topic}
+replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+config.storage.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+emit.checkpoints.interval.seconds = 1
+sync.group.offsets.enabled = true
+sync.group.offsets.interval.seconds = 1
+refresh.groups.interval.seconds = 1
+emit.heartbeats.interval.seconds = 1
+# Start-up in seconds rather than half a minute: no classpath scan for Connect plugins.
+plugin.discovery = service_load
+s.plugin.discovery = service_load
+t.plugin.discovery = service_load
+",
+        source.bootstrap, target.bootstrap
+    )
+}
+
+#[test]
+fn mirror_maker_2_group_failover_and_client_queries() {
+    let t0 = Instant::now();
+    let lap = |what: &str| println!("[{:5.1} s] {what}", t0.elapsed().as_secs_f64());
+    let [source, target] = kafka::clusters();
+    lap("clusters up");
+
+    let topic = kafka::unique("mm2tools");
+    let group = kafka::unique("mm2tools-group");
+    let remote = format!("s.{topic}");
+    kafka::create_topic(source, &topic, 3, &[]);
+    let produced = kafka::produce(source, &["--topic", &topic, "--count", "1000"]);
+    assert_eq!(produced.committed, RECORDS as u64);
+
+    // The group reads 400 records on the source and commits exactly what it read.
+    let on_source = kafka::consume(source, &topic, &group, READ_ON_SOURCE);
+    assert_eq!(on_source.len(), READ_ON_SOURCE);
+    let mut read_upto = BTreeMap::new();
+    for r in &on_source {
+        let next = read_upto.entry(r.partition).or_insert(0);
+        assert_eq!(
+            r.offset, *next,
+            "the group reads each partition from its start, in order"
+        );
+        *next = r.offset + 1;
+    }
+    let expected: Vec<(String, i32, i64)> = read_upto
+        .iter()
+        .map(|(&p, &o)| (topic.clone(), p, o))
+        .collect();
+    assert_eq!(kafka::committed_offsets(source, &group), expected);
+    lap("topic produced, group committed on the source");
+
+    let mut mm2 = Mm2::start(&mm2_config(source, target, &topic));
+    mm2.wait_log("Kafka MirrorMaker started", Duration::from_secs(60));
+    lap("MirrorMaker 2 started");
+
+    // Wait for the whole topic on the target and for the group's offsets synced there, equal to
+    // what RemoteClusterUtils translates from MM2's checkpoints.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut replicated = false;
+    let translated = loop {
+        mm2.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "MM2 did not replicate and sync the group in time:\n{}",
+            mm2.log()
+        );
+        if !replicated {
+            let end = kafka::end_offsets(target, &remote);
+            replicated = end.iter().map(|&(_, o)| o).sum::<i64>() == RECORDS as i64;
+            if replicated {
+                lap("topic replicated");
+            }
+        }
+        if replicated {
+            let synced = kafka::committed_offsets(target, &group);
+            if !synced.is_empty() {
+                let translated = kafka::translate_offsets(target, "s", &group);
+                if translated == synced {
+                    break translated;
+                }
+                println!("synced {synced:?} != translated {translated:?}, waiting");
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    lap("group offsets translated and synced to the target");
+    // The group sync only moves forward: stopping MM2 now fixes the target group's offsets.
+    mm2.stop();
+    lap("MirrorMaker 2 stopped");
+
+    // MM2 keeps the offsets (no transactions, a fresh target topic): a translated offset below
+    // the committed one is a re-read.
+    println!("partition  committed-on-source  translated-on-target  re-read");
+    let mut expected_reread = 0;
+    for (t, p, o) in &translated {
+        assert_eq!(t, &remote);
+        let committed = read_upto
+            .get(p)
+            .copied()
+            .expect("only partitions the group committed");
+        assert!(
+            *o <= committed,
+            "MM2 never translates past the committed offset"
+        );
+        println!("{p:9}  {committed:19}  {o:20}  {:7}", committed - o);
+        expected_reread += (committed - o) as usize;
+    }
+
+    // The group carries on on the target.
+    let on_target = kafka::consume(target, &remote, &group, RECORDS);
+    let read_before: HashSet<&Vec<u8>> = on_source
+        .iter()
+        .map(|r| r.value.as_ref().unwrap())
+        .collect();
+    let mut all = read_before.clone();
+    let mut reread = 0;
+    for r in &on_target {
+        let v = r.value.as_ref().unwrap();
+        if read_before.contains(v) {
+            reread += 1;
+        }
+        all.insert(v);
+    }
+    assert_eq!(
+        all.len(),
+        RECORDS,
+        "source and target reads together see every record"
+    );
+    assert_eq!(on_target.len(), RECORDS - READ_ON_SOURCE + reread);
+    assert_eq!(reread, expected_reread);
+    println!(
+        "MM2 re-read count: {reread} of {READ_ON_SOURCE} records the group had read on the \
+         source (read {} on the target)",
+        on_target.len()
+    );
+    lap("group read the rest on the target");
+
+    // MirrorClient's view of the target.
+    let checks = std::thread::scope(|s| {
+        let upstream = s.spawn(|| kafka::upstream_clusters(target));
+        let hops = s.spawn(|| kafka::replication_hops(target, "s"));
+        let heartbeats = s.spawn(|| kafka::heartbeat_topics(target));
+        let checkpoints = kafka::checkpoint_topics(target);
+        (
+            upstream.join().unwrap(),
+            hops.join().unwrap(),
+            heartbeats.join().unwrap(),
+            checkpoints,
+        )
+    });
+    let (upstream, hops, heartbeats, checkpoints) = checks;
+    assert_eq!(upstream, ["s"]);
+    assert_eq!(hops, 1);
+    assert!(
+        heartbeats.contains(&"s.heartbeats".to_string()),
+        "{heartbeats:?}"
+    );
+    assert_eq!(checkpoints, ["s.checkpoints.internal"]);
+    lap("upstream clusters, hops, heartbeat and checkpoint topics checked");
+}
