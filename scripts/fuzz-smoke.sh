@@ -91,14 +91,20 @@ for target in $targets; do
         grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' "$log" || true
         say "$target: ok ($((SECONDS - t0)) s, corpus $(ls "$corpus" | wc -l) inputs)"
     else
-        tail -n 60 "$log"
+        cp "$log" "$ARTIFACTS/$target/smoke.log"
+        # The panic or sanitizer message, without the stack traces (the full output is in
+        # smoke.log next to the input).
+        grep -E -A3 'panicked at|ERROR: (libFuzzer|AddressSanitizer)|^SUMMARY' "$log" \
+            | grep -Ev '^ *#[0-9]+ ' | head -n 30 || true
         artifact="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)"
         if [[ -n "$artifact" ]]; then
-            say "$target FAILED: input saved to $artifact"
+            say "$target FAILED after $((SECONDS - t0)) s: input saved to $artifact"
             say "  reproduce: cargo +$TOOLCHAIN fuzz run $target $artifact"
         else
-            say "$target FAILED (no input saved; see the log above)"
+            say "$target FAILED after $((SECONDS - t0)) s, no input saved; output:"
+            tail -n 40 "$log"
         fi
+        say "  full output: $ARTIFACTS/$target/smoke.log"
         failed+=("$target")
     fi
 done

@@ -55,11 +55,16 @@ pub async fn list(cluster: &Cluster) -> Result<Vec<Listing>, KafkaError> {
 /// The connection to `group`'s coordinator, retried while the coordinator is loading.
 pub async fn coordinator(cluster: &Cluster, group: &str) -> Result<Connection, KafkaError> {
     retrying(cluster, || async {
-        let request = FindCoordinatorRequest::default()
-            .with_key(StrBytes::from_string(group.to_string()))
-            .with_key_type(0)
-            .with_coordinator_keys(vec![StrBytes::from_string(group.to_string())]);
-        let response = cluster.any_broker().await?.send(&request).await?;
+        let conn = cluster.any_broker().await?;
+        let name = StrBytes::from_string(group.to_string());
+        // v4+ asks for a batch of keys (KIP-699); earlier versions for one.
+        let request = match conn.version::<FindCoordinatorRequest>() {
+            Some(v) if v >= 4 => {
+                FindCoordinatorRequest::default().with_coordinator_keys(vec![name])
+            }
+            _ => FindCoordinatorRequest::default().with_key(name),
+        };
+        let response = conn.send(&request).await?;
         let (node, code) = match response.coordinators.first() {
             Some(c) => (c.node_id.0, c.error_code),
             None => (response.node_id.0, response.error_code),
@@ -77,12 +82,18 @@ pub async fn committed(
 ) -> Result<HashMap<TopicPartition, Committed>, KafkaError> {
     retrying(cluster, || async {
         let conn = coordinator(cluster, group).await?;
-        let request = OffsetFetchRequest::default()
-            .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
-            .with_topics(None)
-            .with_groups(vec![OffsetFetchRequestGroup::default()
-                .with_group_id(GroupId(StrBytes::from_string(group.to_string())))
-                .with_topics(None)]);
+        let id = GroupId(StrBytes::from_string(group.to_string()));
+        // v8+ takes a list of groups (KIP-709); earlier versions one group id.
+        let request = match conn.version::<OffsetFetchRequest>() {
+            Some(v) if v >= 8 => {
+                OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+                    .with_group_id(id)
+                    .with_topics(None)])
+            }
+            _ => OffsetFetchRequest::default()
+                .with_group_id(id)
+                .with_topics(None),
+        };
         let response = conn.send(&request).await?;
         let mut out = HashMap::new();
         let mut add =

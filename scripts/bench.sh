@@ -1,0 +1,368 @@
+#!/usr/bin/env bash
+# The end-to-end benchmark: strait side by side with Apache Kafka's MirrorMaker 2 (defaults and
+# tuned) and with the brokers' own limits, on two local single-node clusters started once.
+#
+#   scripts/bench.sh [--runs N] [--records N] [--quick] [--out DIR] [--only LIST] [--no-latency]
+#
+#   --runs N      repetitions of every measurement; the table shows medians (default 3)
+#   --records N   records of 1 KiB preloaded per variant (default 1048576, i.e. 1 GiB)
+#   --quick       --runs 1 --records 150000 and short latency windows, unless given explicitly
+#   --out DIR     where results.jsonl, table.md and the logs go (default: a new temp dir)
+#   --only LIST   comma-separated replicators to run: strait,mm2-default,mm2-tuned (default all)
+#   --no-latency  skip the end-to-end latency phase
+#
+# Steps: build strait (release); start the source and target brokers (full JIT, 1 GiB heap);
+# preload the source topics bench-none / bench-lz4 / bench-small (6 partitions, 1 KiB JSON-like
+# records, 128 KiB batches none / lz4, and ~5 KiB batches none); measure the brokers' limits
+# (ProducerPerformance into the target, acks=all, same batching as the preload; and
+# ConsumerPerformance from the source); time each replicator's catch-up until the remote topic
+# on the target holds every record (fresh cluster aliases per run, so MM2 state and remote topics
+# never collide; removed after each run); then end-to-end latency at a steady ~20% of strait's
+# catch-up rate. scripts/bench/report.py prints the table from results.jsonl.
+#
+# Environment: SOURCE_PORT / TARGET_PORT (default 39092 / 49092), STRAIT_KAFKA_JAVA_OPTS (broker
+# JVM options; default full JIT and a 1 GiB heap), STRAIT_CACHE (as for scripts/kafka.sh).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+KAFKA="$HERE/kafka.sh"
+MM2="$HERE/mm2.sh"
+
+RUNS="" RECORDS="" QUICK=0 OUT="" ONLY="strait,mm2-default,mm2-tuned" LATENCY=1
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --runs) RUNS="$2"; shift 2 ;;
+        --records) RECORDS="$2"; shift 2 ;;
+        --quick) QUICK=1; shift ;;
+        --out) OUT="$2"; shift 2 ;;
+        --only) ONLY="$2"; shift 2 ;;
+        --no-latency) LATENCY=0; shift ;;
+        -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "bench.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+if ((QUICK)); then
+    RUNS="${RUNS:-1}" RECORDS="${RECORDS:-150000}" LAT_WARMUP_MS=8000 LAT_DURATION_MS=10000
+else
+    RUNS="${RUNS:-3}" RECORDS="${RECORDS:-1048576}" LAT_WARMUP_MS=10000 LAT_DURATION_MS=20000
+fi
+[[ "$RUNS" =~ ^[1-9][0-9]*$ && "$RECORDS" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: bad --runs/--records" >&2; exit 2; }
+IFS=, read -r -a REPLICATORS <<<"$ONLY"
+for r in "${REPLICATORS[@]}"; do
+    case "$r" in strait|mm2-default|mm2-tuned) ;; *) echo "bench.sh: unknown replicator $r" >&2; exit 2 ;; esac
+done
+
+PARTITIONS=6
+RECORD_SIZE=1024
+VARIANTS=(none lz4 small)
+SOURCE_PORT="${SOURCE_PORT:-39092}"
+TARGET_PORT="${TARGET_PORT:-49092}"
+SOURCE="127.0.0.1:$SOURCE_PORT"
+TARGET="127.0.0.1:$TARGET_PORT"
+export STRAIT_KAFKA_JAVA_OPTS="${STRAIT_KAFKA_JAVA_OPTS:--XX:TieredStopAtLevel=4 -Xms1g -Xmx1g}"
+# Clients (perf tools, pollers, the latency producer) also run with the full JIT.
+CLIENT_JAVA_OPTS=(-Xms256m -Xmx1g -XX:+UseParallelGC -Djava.awt.headless=true)
+MM2_JAVA_OPTS=(-Xms256m -Xmx2g) # what Kafka's connect-mirror-maker.sh gives MirrorMaker
+CATCHUP_TIMEOUT_MS=$((900 * 1000))
+CLK_TCK="$(getconf CLK_TCK)"
+
+OUT="${OUT:-$(mktemp -d -t strait-bench.XXXXXX)}"
+mkdir -p "$OUT/logs" "$OUT/config"
+OUT="$(cd "$OUT" && pwd)"
+RESULTS="$OUT/results.jsonl"
+: >"$RESULTS"
+WORK="$(mktemp -d -t strait-bench-clusters.XXXXXX)"
+PIDS=()
+
+cleanup() {
+    local p
+    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    "$KAFKA" stop "$WORK/source" >/dev/null 2>&1 || true
+    "$KAFKA" stop "$WORK/target" >/dev/null 2>&1 || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+log() { printf '[%s] %s\n' "$(date +%T)" "$*" >&2; }
+now_ms() { date +%s%3N; }
+
+# --- set-up ------------------------------------------------------------------------------------
+
+log "output: $OUT"
+log "building strait (release)"
+(cd "$ROOT" && cargo build --release --quiet)
+STRAIT="$ROOT/target/release/strait"
+
+log "fetching Kafka jars (cached after the first run)"
+CP="$("$KAFKA" classpath)"
+CACHE="${CP%%/libs/*}"
+CLASSES="$WORK/classes"
+mkdir -p "$CLASSES"
+javac -nowarn -encoding UTF-8 --release 17 -cp "$CP" -d "$CLASSES" "$HERE/bench/Latency.java"
+CLIENT_JAVA_OPTS+=("-Dlog4j2.configurationFile=$CACHE/log4j2-tool.properties")
+jrun() { java "${CLIENT_JAVA_OPTS[@]}" -cp "$CP:$CLASSES" "$@"; }
+tool() { jrun Latency "$1" --bootstrap "$2" "${@:3}"; }
+
+PAYLOADS="$WORK/payloads.txt"
+python3 "$HERE/bench/payloads.py" "$PAYLOADS" --size "$RECORD_SIZE"
+
+{
+    echo "{\"kind\":\"meta\",\"runs\":$RUNS,\"records\":$RECORDS,\"record_size\":$RECORD_SIZE,"
+    echo "\"partitions\":$PARTITIONS,\"quick\":$QUICK,\"nproc\":$(nproc),"
+    echo "\"clk_tck\":$CLK_TCK,\"started\":\"$(date -u +%FT%TZ)\",\"strait_rev\":\"$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)\"}"
+} | tr -d '\n' >>"$RESULTS"
+echo >>"$RESULTS"
+
+log "starting the source ($SOURCE) and target ($TARGET) brokers: $STRAIT_KAFKA_JAVA_OPTS"
+export STRAIT_KAFKA_WATCH_PID=$$
+BROKER_SETTINGS=(file.delete.delay.ms=1000 num.partitions=$PARTITIONS)
+"$KAFKA" start bench-source "$SOURCE_PORT" "$WORK/source" "${BROKER_SETTINGS[@]}" >/dev/null &
+"$KAFKA" start bench-target "$TARGET_PORT" "$WORK/target" "${BROKER_SETTINGS[@]}" >/dev/null &
+wait %1 && wait %2
+SOURCE_PID="$(cat "$WORK/source/broker.pid")"
+TARGET_PID="$(cat "$WORK/target/broker.pid")"
+
+codec_of() { [[ "$1" == lz4 ]] && echo lz4 || echo none; }
+# Producer batching of each variant: well-batched (128 KiB) or small (~5 KiB, linger 0).
+batch_props_of() {
+    if [[ "$1" == small ]]; then echo "batch.size=5120 linger.ms=0"; else echo "batch.size=131072 linger.ms=10"; fi
+}
+
+# producer_perf BOOTSTRAP TOPIC VARIANT: ProducerPerformance, acks=all; prints its summary line.
+producer_perf() {
+    # shellcheck disable=SC2046 # the batch properties are separate words
+    jrun org.apache.kafka.tools.ProducerPerformance --topic "$2" --num-records "$RECORDS" \
+        --payload-file "$PAYLOADS" --throughput -1 --producer-props "bootstrap.servers=$1" acks=all \
+        "compression.type=$(codec_of "$3")" $(batch_props_of "$3") buffer.memory=134217728 \
+        2>>"$OUT/logs/perf.err" | tail -n 1
+}
+
+du_bytes() { # bytes of the log segments (not the preallocated indexes) of topic $2 under $1
+    local f s=0
+    for f in "$1"/logs/"$2"-[0-9]*/*.log; do
+        [[ -f "$f" ]] && s=$((s + $(stat -c %s "$f")))
+    done
+    echo "$s"
+}
+
+emit() { echo "$1" >>"$RESULTS"; }
+
+# --- preload -----------------------------------------------------------------------------------
+
+declare -A SOURCE_BYTES
+for v in "${VARIANTS[@]}"; do
+    log "preloading bench-$v: $RECORDS records of $RECORD_SIZE B, codec $(codec_of "$v"), $(batch_props_of "$v")"
+    tool create "$SOURCE" --topic "bench-$v" --partitions "$PARTITIONS"
+    line="$(producer_perf "$SOURCE" "bench-$v" "$v")"
+    log "  $line"
+    have="$(tool count "$SOURCE" --topic "bench-$v")"
+    [[ "$have" == "$RECORDS" ]] || { log "bench-$v holds $have records, not $RECORDS"; exit 1; }
+    SOURCE_BYTES[$v]="$(du_bytes "$WORK/source" "bench-$v")"
+    emit "{\"kind\":\"preload\",\"variant\":\"$v\",\"records\":$RECORDS,\"source_bytes\":${SOURCE_BYTES[$v]}}"
+done
+
+# --- the brokers' own limits -------------------------------------------------------------------
+
+ingest_limit() { # VARIANT RUN
+    local v="$1" run="$2" topic="limit-$1-$2" line rps
+    tool create "$TARGET" --topic "$topic" --partitions "$PARTITIONS"
+    line="$(producer_perf "$TARGET" "$topic" "$v")"
+    # "N records sent, X records/sec (Y MB/sec), ..."
+    rps="$(sed -n 's/^[0-9]* records sent, \([0-9.]*\) records\/sec.*/\1/p' <<<"$line")"
+    log "  ingest $v run $run: ${rps:-?} records/s"
+    [[ -n "$rps" ]] && emit "{\"kind\":\"limit\",\"limit\":\"ingest\",\"variant\":\"$v\",\"run\":$run,\"records_per_s\":$rps}"
+    tool delete "$TARGET" --regex "$topic" >/dev/null
+}
+
+fetch_limit() { # VARIANT RUN
+    local v="$1" run="$2" line rps conf="$OUT/config/consumer-perf.properties"
+    printf 'fetch.max.bytes=104857600\nmax.partition.fetch.bytes=10485760\n' >"$conf"
+    line="$(jrun org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$SOURCE" \
+        --topic "bench-$v" --messages "$RECORDS" --group "bench-limit-$v-$run" --timeout 60000 \
+        --consumer.config "$conf" --hide-header 2>>"$OUT/logs/perf.err" | tail -n 1)"
+    # start.time, end.time, MB, MB.sec, nMsg, nMsg.sec, rebalance.ms, fetch.ms, fetch.MB.sec, fetch.nMsg.sec
+    rps="$(awk -F', *' '{print $10}' <<<"$line")"
+    log "  fetch $v run $run: ${rps:-?} records/s"
+    [[ -n "$rps" ]] && emit "{\"kind\":\"limit\",\"limit\":\"fetch\",\"variant\":\"$v\",\"run\":$run,\"records_per_s\":$rps}"
+}
+
+log "measuring the brokers' own limits (ingest into the target, fetch from the source)"
+for run in $(seq 1 "$RUNS"); do
+    for v in "${VARIANTS[@]}"; do
+        ingest_limit "$v" "$run"
+        fetch_limit "$v" "$run"
+    done
+done
+
+# --- replicators -------------------------------------------------------------------------------
+
+# write_config REPLICATOR VARIANT SRC_ALIAS TGT_ALIAS TOPIC FILE
+write_config() {
+    local r="$1" v="$2" a="$3" t="$4" topic="$5" f="$6"
+    {
+        echo "clusters = $a, $t"
+        echo "$a.bootstrap.servers = $SOURCE"
+        echo "$t.bootstrap.servers = $TARGET"
+        echo "$a->$t.enabled = true"
+        echo "$a->$t.topics = $topic"
+        echo "replication.factor = 1"
+        if [[ "$r" == strait ]]; then
+            echo "internal.topic.replication.factor = 1"
+            return
+        fi
+        echo "checkpoints.topic.replication.factor = 1"
+        echo "heartbeats.topic.replication.factor = 1"
+        echo "offset-syncs.topic.replication.factor = 1"
+        echo "offset.storage.replication.factor = 1"
+        echo "status.storage.replication.factor = 1"
+        echo "config.storage.replication.factor = 1"
+        # No authorizer on the test brokers (strait does not sync ACLs either).
+        echo "sync.topic.acls.enabled = false"
+        # Without these MM2 scans the class path for plugins for 30-40 s at start.
+        echo "plugin.discovery = service_load"
+        echo "$a.plugin.discovery = service_load"
+        echo "$t.plugin.discovery = service_load"
+        [[ "$r" == mm2-tuned ]] || return 0
+        echo "tasks.max = $PARTITIONS"
+        echo "$t.producer.enable.idempotence = true"
+        echo "$t.producer.acks = all"
+        echo "$t.producer.max.in.flight.requests.per.connection = 5"
+        echo "$t.producer.compression.type = $(codec_of "$v")"
+        echo "$t.producer.batch.size = 524288"
+        echo "$t.producer.linger.ms = 20"
+        echo "$t.producer.buffer.memory = 134217728"
+        echo "$t.producer.max.request.size = 4194304"
+        echo "$a.consumer.fetch.max.bytes = 104857600"
+        echo "$a.consumer.max.partition.fetch.bytes = 10485760"
+        echo "$a.consumer.max.poll.records = 5000"
+    } >"$f"
+}
+
+# launch REPLICATOR CONFIG LOG: starts it in the background; sets LAUNCHED_PID and LAUNCHED_MS.
+launch() {
+    local r="$1" cfg="$2" logf="$3" t
+    t="$(now_ms)"
+    if [[ "$r" == strait ]]; then
+        "$STRAIT" run "$cfg" >"$logf" 2>&1 &
+    else
+        local clusters
+        clusters="$(sed -n 's/^clusters = .*, //p' "$cfg")"
+        MM2_CLUSTERS="$clusters" MM2_LOG="$logf" "$MM2" run "$cfg" "${MM2_JAVA_OPTS[@]}" \
+            >"$logf.out" 2>&1 &
+    fi
+    LAUNCHED_PID=$!
+    LAUNCHED_MS="$t"
+    PIDS+=("$LAUNCHED_PID")
+}
+
+stop_replicator() { # PID
+    kill -TERM "$1" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
+}
+
+# wait_ready FILE PID: until FILE has a line "ready" (or PID died).
+wait_ready() {
+    while ! grep -qx ready "$1" 2>/dev/null; do
+        kill -0 "$2" 2>/dev/null || { log "helper died: $(cat "$1" "$1.err" 2>/dev/null | tail -n 5)"; return 1; }
+        sleep 0.05
+    done
+}
+
+remove_run_topics() { # SRC_ALIAS TGT_ALIAS [SOURCE_TOPIC]
+    tool delete "$TARGET" --regex ".*($1|$2).*" >/dev/null || true
+    tool delete "$SOURCE" --regex ".*$2.*${3:+|$3}" >/dev/null || true
+}
+
+short_of() { case "$1" in strait) echo st ;; mm2-default) echo md ;; mm2-tuned) echo mt ;; esac; }
+
+catchup() { # REPLICATOR VARIANT RUN
+    local r="$1" v="$2" run="$3" a t tag cfg remote watch_out watch_pid rc line tbytes
+    tag="$(short_of "$r")$v$run"
+    a="s$tag" t="t$tag"
+    remote="$a.bench-$v"
+    cfg="$OUT/config/$tag.properties"
+    write_config "$r" "$v" "$a" "$t" "bench-$v" "$cfg"
+    watch_out="$OUT/logs/watch-$tag"
+    rm -f "$WORK/launch"
+    tool watch "$TARGET" --topic "$remote" --expect "$RECORDS" --pid-file "$WORK/launch" \
+        --broker-pids "$SOURCE_PID,$TARGET_PID" --timeout-ms "$CATCHUP_TIMEOUT_MS" \
+        --tag kind=catchup --tag "replicator=$r" --tag "variant=$v" --tag "run=$run" \
+        --tag "records=$RECORDS" --tag "record_size=$RECORD_SIZE" \
+        --tag "source_bytes=${SOURCE_BYTES[$v]}" --tag "clk_tck=$CLK_TCK" \
+        >"$watch_out" 2>"$watch_out.err" &
+    watch_pid=$!
+    PIDS+=("$watch_pid")
+    wait_ready "$watch_out" "$watch_pid"
+    launch "$r" "$cfg" "$OUT/logs/$tag.log"
+    echo "$LAUNCHED_PID $LAUNCHED_MS" >"$WORK/launch.tmp"
+    mv "$WORK/launch.tmp" "$WORK/launch"
+    rc=0
+    wait "$watch_pid" || rc=$?
+    tbytes="$(du_bytes "$WORK/target" "$remote")"
+    stop_replicator "$LAUNCHED_PID"
+    line="$(grep '^{' "$watch_out" | tail -n 1)"
+    if [[ -n "$line" ]]; then
+        emit "${line%\}},\"target_bytes\":$tbytes,\"exit\":$rc}"
+        log "  $r $v run $run: $(python3 "$HERE/bench/report.py" --one "$line")"
+    else
+        log "  $r $v run $run: no result (see $watch_out.err)"
+    fi
+    ((rc == 0)) || log "  $r $v run $run: incomplete (exit $rc); log: $OUT/logs/$tag.log"
+    remove_run_topics "$a" "$t"
+}
+
+log "catch-up: $RUNS run(s) x ${#VARIANTS[@]} variants x ${REPLICATORS[*]}"
+for run in $(seq 1 "$RUNS"); do
+    for v in "${VARIANTS[@]}"; do
+        for r in "${REPLICATORS[@]}"; do
+            catchup "$r" "$v" "$run"
+        done
+    done
+done
+
+# --- end-to-end latency ------------------------------------------------------------------------
+
+latency_run() { # REPLICATOR RUN RATE
+    local r="$1" run="$2" rate="$3" tag a t topic cfg lat_out lat_pid line count
+    tag="l$(short_of "$r")$run"
+    a="s$tag" t="t$tag" topic="lat-$tag"
+    tool create "$SOURCE" --topic "$topic" --partitions "$PARTITIONS"
+    cfg="$OUT/config/$tag.properties"
+    write_config "$r" none "$a" "$t" "$topic" "$cfg"
+    launch "$r" "$cfg" "$OUT/logs/$tag.log"
+    lat_out="$OUT/logs/latency-$tag"
+    tool latency "$TARGET" --topic "$a.$topic" --warmup-ms "$LAT_WARMUP_MS" \
+        --duration-ms "$LAT_DURATION_MS" --timeout-ms 120000 --tag kind=latency \
+        --tag "replicator=$r" --tag "run=$run" --tag "rate=$rate" \
+        >"$lat_out" 2>"$lat_out.err" &
+    lat_pid=$!
+    PIDS+=("$lat_pid")
+    if wait_ready "$lat_out" "$lat_pid"; then
+        count=$((rate * (LAT_WARMUP_MS + LAT_DURATION_MS + 2000) / 1000))
+        jrun Workload produce --bootstrap "$SOURCE" --topic "$topic" --count "$count" \
+            --value-size "$RECORD_SIZE" --rate "$rate" >"$lat_out.producer" 2>&1 || true
+        wait "$lat_pid" || true
+        line="$(grep '^{' "$lat_out" | tail -n 1)"
+        if [[ -n "$line" ]]; then
+            emit "$line"
+            log "  latency $r run $run: $line"
+        fi
+    fi
+    stop_replicator "$LAUNCHED_PID"
+    remove_run_topics "$a" "$t" "$topic"
+}
+
+if ((LATENCY)); then
+    rate="$(python3 "$HERE/bench/report.py" --latency-rate "$RESULTS")"
+    log "end-to-end latency at $rate records/s (~20% of strait's catch-up, variant none)"
+    for run in $(seq 1 "$RUNS"); do
+        for r in "${REPLICATORS[@]}"; do
+            latency_run "$r" "$run" "$rate"
+        done
+    done
+fi
+
+python3 "$HERE/bench/report.py" "$RESULTS" | tee "$OUT/table.md"
+log "raw results: $RESULTS; table: $OUT/table.md; logs: $OUT/logs"
