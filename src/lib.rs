@@ -3,6 +3,7 @@
 //! byte for byte. The README gives the overview; each module says what it owns.
 #![forbid(unsafe_code)]
 
+pub mod acl_sync;
 pub mod appender;
 pub mod batch;
 pub mod checkpoint;

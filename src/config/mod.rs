@@ -129,8 +129,7 @@ pub struct FlowConfig {
     pub sync_group_offsets: Interval,
     /// Copying topic configs to remote topics. Default enabled, every 600000 ms.
     pub sync_topic_configs: Interval,
-    /// Copying topic ACLs to remote topics. Default enabled, every 600000 ms (not implemented
-    /// yet: a non-default value is accepted with a warning).
+    /// Copying topic ACLs to remote topics (`acl_sync`). Default enabled, every 600000 ms.
     pub sync_topic_acls: Interval,
     /// Which cluster holds the offset-syncs topic. Default `Source`.
     pub offset_syncs_location: Location,
@@ -1191,10 +1190,11 @@ pub static KEYS: &[KeySpec] = &[
         flow!(sync_topic_acls_enabled, parse_bool),
     )
     .toml("sync_topic_acls_enabled")
-    .status(Status::NotYet)
+    .status(Status::Implemented)
     .doc(
-        "Whether to copy topic ACLs (ALLOW WRITE never, ALLOW ALL as READ) to remote \
-             topics. Not implemented yet.",
+        "Whether to copy the literal topic ACLs of replicated topics to their remote topics \
+             (ALLOW WRITE never, ALLOW ALL as ALLOW READ, DENY as is; only missing ones are \
+             created, none removed; skipped on clusters without an authorizer).",
     ),
     KeySpec::new(
         "sync.topic.acls.interval.seconds",
@@ -1203,8 +1203,8 @@ pub static KEYS: &[KeySpec] = &[
         flow!(sync_topic_acls_interval_ms, parse_seconds_as_ms),
     )
     .toml("sync_topic_acls_interval_ms")
-    .status(Status::NotYet)
-    .doc("Topic ACL sync period, in seconds (TOML: milliseconds). Not implemented yet."),
+    .status(Status::Implemented)
+    .doc("Topic ACL sync period, in seconds (TOML: milliseconds)."),
     KeySpec::new("emit.offset-syncs.enabled", Flow, "true", CHECK_BOOL)
         .status(Status::Unsupported)
         .doc("Whether to write offset syncs; strait always writes them (checkpoints need them)."),
@@ -1908,14 +1908,14 @@ mod tests {
                 "sync.topic.acls.enabled",
                 "false",
                 Some("sync_topic_acls_enabled = false"),
-                |c, w| !f0(c).sync_topic_acls.enabled && warned(w, NI)
+                |c, w| !f0(c).sync_topic_acls.enabled && w.is_empty()
             ),
             case!(
                 Flow,
                 "sync.topic.acls.interval.seconds",
                 "60",
                 Some("sync_topic_acls_interval_ms = 60000"),
-                |c, w| f0(c).sync_topic_acls.interval_ms == 60_000 && warned(w, NI)
+                |c, w| f0(c).sync_topic_acls.interval_ms == 60_000 && w.is_empty()
             ),
             case!(Flow, "emit.offset-syncs.enabled", "false", None, |_, w| {
                 warned(w, NI)
