@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::acl_sync::sync_acls;
 use crate::checkpoint::{self, CheckpointConfig, Translations};
 use crate::config::{ClusterConfig, Config, FlowConfig, Location};
 use crate::fetch::{FetchConfig, Fetcher};
@@ -206,7 +207,11 @@ async fn run_flow(
     let mut config_sync = tokio::time::interval(Duration::from_millis(
         flow.sync_topic_configs.interval_ms.max(1000),
     ));
+    let mut acl_sync = tokio::time::interval(Duration::from_millis(
+        flow.sync_topic_acls.interval_ms.max(1000),
+    ));
     config_sync.tick().await;
+    acl_sync.tick().await;
     let mut status = tokio::time::interval(Duration::from_secs(5));
     status.tick().await;
     let mut error = None;
@@ -214,18 +219,31 @@ async fn run_flow(
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = refresh.tick() => {
-                if let Err(e) = discover(&flow, &source, &target, &resume, &mut known, &fetcher, &commands_tx).await {
-                    if known.is_empty() && !e.is_retriable() {
+                match discover(&flow, &source, &target, &resume, &mut known, &fetcher, &commands_tx).await {
+                    // New remote topics get the source's ACLs now, not an interval later.
+                    Ok(new) if !new.is_empty() && flow.sync_topic_acls.enabled => {
+                        if let Err(e) = sync_acls(&source, &target, &flow.policy, &flow.source, &new).await {
+                            tracing::warn!(flow = %name, error = %e, "topic ACL sync failed; retrying at the next interval");
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) if known.is_empty() && !e.is_retriable() => {
                         error = Some(fail(e));
                         break;
                     }
-                    tracing::warn!(flow = %name, error = %e, "topic discovery failed; retrying at the next refresh");
+                    Err(e) => tracing::warn!(flow = %name, error = %e, "topic discovery failed; retrying at the next refresh"),
                 }
             }
             _ = config_sync.tick(), if flow.sync_topic_configs.enabled => {
                 let topics: Vec<String> = known.keys().cloned().collect();
                 if let Err(e) = sync_configs(&flow, &source, &target, &topics).await {
                     tracing::warn!(flow = %name, error = %e, "topic config sync failed; retrying at the next interval");
+                }
+            }
+            _ = acl_sync.tick(), if flow.sync_topic_acls.enabled => {
+                let topics: Vec<String> = known.keys().cloned().collect();
+                if let Err(e) = sync_acls(&source, &target, &flow.policy, &flow.source, &topics).await {
+                    tracing::warn!(flow = %name, error = %e, "topic ACL sync failed; retrying at the next interval");
                 }
             }
             Some(done) = side_tasks.join_next(), if !side_tasks.is_empty() => {
@@ -271,7 +289,8 @@ async fn run_flow(
 }
 
 /// Finds the source topics the flow replicates, creates or grows their remote twins on the
-/// target, and starts replicating partitions not seen before.
+/// target, and starts replicating partitions not seen before. Returns the topics that were
+/// new or grew.
 async fn discover(
     flow: &FlowConfig,
     source: &Cluster,
@@ -280,7 +299,7 @@ async fn discover(
     known: &mut HashMap<String, i32>,
     fetcher: &Fetcher,
     commands: &mpsc::UnboundedSender<Command>,
-) -> Result<(), KafkaError> {
+) -> Result<Vec<String>, KafkaError> {
     let topics = source.metadata(None).await?;
     let mut wanted: BTreeMap<String, i32> = BTreeMap::new();
     for t in topics
@@ -297,7 +316,7 @@ async fn discover(
         .map(|(name, _)| name.clone())
         .collect();
     if changed.is_empty() {
-        return Ok(());
+        return Ok(changed);
     }
     let configs = if flow.sync_topic_configs.enabled {
         topic_configs(source, &changed).await?
@@ -343,7 +362,7 @@ async fn discover(
         tracing::info!(topic = %name, remote = %remote, partitions = *count, from_partition = before, "replicating");
         known.insert(name.clone(), *count);
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// Copies the replicable configs of the source topics to their remote twins (MM2's

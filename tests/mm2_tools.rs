@@ -211,7 +211,11 @@ fn mirror_maker_2_group_failover_and_client_queries() {
         < read_upto.len()
     {
         strait.assert_running();
-        assert!(Instant::now() < deadline, "strait did not sync the group\n{}", strait.log_text());
+        assert!(
+            Instant::now() < deadline,
+            "strait did not sync the group\n{}",
+            strait.log_text()
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
     assert!(strait.terminate().success(), "{}", strait.log_text());

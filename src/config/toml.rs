@@ -59,7 +59,7 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<RawConfig, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{parse_toml, OffsetReset, WarningKind};
+    use crate::config::{parse_toml, OffsetReset};
     use crate::policy::ReplicationPolicy;
 
     const BASE: &str = r#"[clusters.source]
@@ -226,12 +226,10 @@ produce_max_request_bytes = 5
     }
 
     #[test]
-    fn acl_sync_warns_when_not_default() {
+    fn acl_sync_settings_are_taken_without_warnings() {
         let text = with_flow("sync_topic_acls_enabled = false\n");
-        let (_, warnings) = parse_toml(&text, "strait.toml").unwrap();
-        assert_eq!(warnings.len(), 1);
-        assert_eq!(warnings[0].kind, WarningKind::NotImplemented);
-        assert_eq!(warnings[0].key, "flows[0].sync_topic_acls_enabled");
-        assert_eq!(warnings[0].line, Some(8));
+        let (config, warnings) = parse_toml(&text, "strait.toml").unwrap();
+        assert!(!config.flows[0].sync_topic_acls.enabled);
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 }

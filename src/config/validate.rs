@@ -556,36 +556,12 @@ impl<'a> Validator<'a> {
             &path("sync_topic_configs"),
             defaults::SYNC_TOPIC_CONFIGS,
         )?;
-        let acls_enabled = layers.get(|f| &f.sync_topic_acls_enabled);
-        let acls_interval = layers.get(|f| &f.sync_topic_acls_interval_ms);
         let sync_topic_acls = self.interval(
-            acls_enabled,
-            acls_interval,
+            layers.get(|f| &f.sync_topic_acls_enabled),
+            layers.get(|f| &f.sync_topic_acls_interval_ms),
             &path("sync_topic_acls"),
             defaults::SYNC_TOPIC_ACLS,
         )?;
-        // Status::NotYet: accepted, but a non-default value deserves a warning.
-        let not_yet = "topic ACL sync is not implemented by strait yet; this setting has no effect";
-        if let Some(s) = acls_enabled.filter(|s| s.value != defaults::SYNC_TOPIC_ACLS.enabled) {
-            let p = path("sync_topic_acls_enabled");
-            self.warn(
-                Some(&s.origin),
-                &p,
-                WarningKind::NotImplemented,
-                not_yet.to_string(),
-            );
-        }
-        if let Some(s) =
-            acls_interval.filter(|s| s.value != defaults::SYNC_TOPIC_ACLS.interval_ms as i64)
-        {
-            let p = path("sync_topic_acls_interval_ms");
-            self.warn(
-                Some(&s.origin),
-                &p,
-                WarningKind::NotImplemented,
-                not_yet.to_string(),
-            );
-        }
 
         let offset_syncs_location = layers
             .get(|f| &f.offset_syncs_location)
@@ -904,13 +880,7 @@ mod tests {
     }
 
     #[test]
-    fn acl_sync_not_yet_warns_only_when_not_default() {
-        let (_, warnings) = parse_properties(
-            &format!("{BASE}source->target.enabled = true\nsync.topic.acls.enabled = true\n"),
-            "mm2.properties",
-        )
-        .unwrap();
-        assert!(warnings.is_empty());
+    fn acl_sync_settings_are_taken_without_warnings() {
         let (config, warnings) = parse_properties(
             &format!(
                 "{BASE}source->target.enabled = true\nsync.topic.acls.interval.seconds = 60\n"
@@ -919,8 +889,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(config.flows[0].sync_topic_acls.interval_ms, 60_000);
-        assert_eq!(warnings.len(), 1);
-        assert_eq!(warnings[0].key, "sync.topic.acls.interval.seconds");
-        assert_eq!(warnings[0].line, Some(5));
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 }
