@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz smoke run for CI: builds every cargo-fuzz target of fuzz/ and runs each for a short
 # while on its seed corpus from testdata/, in a temporary corpus directory (nothing is
-# written into the repository except the git-ignored fuzz/target and fuzz/artifacts).
+# written into the repository except the git-ignored fuzz/artifacts).
 # Fails if any target crashes, runs out of memory or times out, printing the input that did.
 #
 # Installs what it needs on first use: the nightly toolchain (minimal profile) and
@@ -11,13 +11,16 @@
 #   FUZZ_SECONDS     run time per target (default 20)
 #   FUZZ_TOOLCHAIN   toolchain that builds the targets (default nightly)
 #   FUZZ_TARGETS     space-separated targets to run (default: all of fuzz/fuzz_targets)
+#   FUZZ_TARGET_DIR  where the targets are built (default: $STRAIT_CACHE or ~/.cache/strait, /fuzz-target)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT="$(pwd)"
 
 SECONDS_PER_TARGET="${FUZZ_SECONDS:-20}"
 TOOLCHAIN="${FUZZ_TOOLCHAIN:-nightly}"
-TARGET_DIR="$ROOT/fuzz/target"
+# Builds go to a cache outside the clone (a cold sanitizer build of the crate and libFuzzer
+# takes minutes on 2 cores; CI clones afresh each time).
+TARGET_DIR="${FUZZ_TARGET_DIR:-${STRAIT_CACHE:-$HOME/.cache/strait}/fuzz-target}"
 ARTIFACTS="$ROOT/fuzz/artifacts"
 
 say() { printf 'fuzz-smoke: %s\n' "$*"; }
@@ -26,9 +29,10 @@ die() { say "$*" >&2; exit 1; }
 # --- tools -------------------------------------------------------------------------------------
 
 command -v rustup >/dev/null || die "rustup not found"
-command -v c++ >/dev/null || die "a C++ compiler (c++) is needed to build libFuzzer"
+command -v "${CXX:-c++}" >/dev/null || die "no C++ compiler (${CXX:-c++}); libFuzzer needs one"
 host="$(rustc -vV | sed -n 's/^host: //p')"
-if ! rustup toolchain list | awk '{print $1}' | grep -qx -e "$TOOLCHAIN" -e "$TOOLCHAIN-$host"; then
+installed="$(rustup toolchain list | awk '{print $1}')"
+if ! grep -qx -e "$TOOLCHAIN" -e "$TOOLCHAIN-$host" <<<"$installed"; then
     say "installing the $TOOLCHAIN toolchain"
     rustup toolchain install "$TOOLCHAIN" --profile minimal --no-self-update
 fi
@@ -48,8 +52,8 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/batch"
 cp testdata/batches/*.bin "$work/batch/"
 
-# `frame`: captured response frames behind the target's 3-byte prefix (API key, version,
-# chunking; see fuzz/fuzz_targets/frame.rs), once whole and once in small chunks.
+# `frame`: the response frames of testdata/frames/ behind the target's 3-byte prefix (API
+# key, version, chunking; see fuzz/fuzz_targets/frame.rs), once whole and once in chunks.
 mkdir -p "$work/frame"
 for f in testdata/frames/*.bin; do
     name="$(basename "$f" .bin)"
@@ -92,10 +96,10 @@ for target in $targets; do
         say "$target: ok ($((SECONDS - t0)) s, corpus $(ls "$corpus" | wc -l) inputs)"
     else
         cp "$log" "$ARTIFACTS/$target/smoke.log"
-        # The panic or sanitizer message, without the stack traces (the full output is in
-        # smoke.log next to the input).
-        grep -E -A3 'panicked at|ERROR: (libFuzzer|AddressSanitizer)|^SUMMARY' "$log" \
-            | grep -Ev '^ *#[0-9]+ ' | head -n 30 || true
+        # The panic or sanitizer message without the stack traces; the full output is kept
+        # in smoke.log next to the input.
+        { grep -E -A3 'panicked at' "$log"; grep -E '==[0-9]+== ?ERROR: |^SUMMARY: ' "$log"; } \
+            | head -n 20 || true
         artifact="$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -n 1)"
         if [[ -n "$artifact" ]]; then
             say "$target FAILED after $((SECONDS - t0)) s: input saved to $artifact"

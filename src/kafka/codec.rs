@@ -142,6 +142,29 @@ mod tests {
         assert_eq!(header.request_api_version, 3);
     }
 
+    /// Responses whose array counts exceed the frame (found by the `frame` fuzz target) are
+    /// errors, not an allocation of gigabytes that aborts the process.
+    #[test]
+    fn huge_array_counts_are_errors() {
+        use kafka_protocol::messages::{FetchRequest, MetadataRequest};
+        let frame = |bytes: &[u8]| {
+            let mut buf = BytesMut::from(bytes);
+            decode_frame(&mut buf, 1024).unwrap().unwrap()
+        };
+        let metadata = frame(include_bytes!(
+            "../../testdata/frames/metadata-v1-huge-array.bin"
+        ));
+        assert!(decode_response::<MetadataRequest>(metadata, 1).is_err());
+        let fetch = frame(include_bytes!(
+            "../../testdata/frames/fetch-v4-huge-array.bin"
+        ));
+        assert!(decode_response::<FetchRequest>(fetch, 4).is_err());
+        let fetch = frame(include_bytes!(
+            "../../testdata/frames/fetch-v12-huge-compact-array.bin"
+        ));
+        assert!(decode_response::<FetchRequest>(fetch, 12).is_err());
+    }
+
     proptest! {
         #[test]
         fn never_panics_on_arbitrary_input(chunks in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..64), 0..8)) {
