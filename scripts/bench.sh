@@ -336,6 +336,7 @@ latency_run() { # REPLICATOR RUN RATE
     tool latency "$TARGET" --topic "$a.$topic" --warmup-ms "$LAT_WARMUP_MS" \
         --duration-ms "$LAT_DURATION_MS" --timeout-ms 120000 --tag kind=latency \
         --tag "replicator=$r" --tag "run=$run" --tag "rate=$rate" \
+        --tag "expected=$((rate * LAT_DURATION_MS / 1000))" \
         >"$lat_out" 2>"$lat_out.err" &
     lat_pid=$!
     PIDS+=("$lat_pid")
