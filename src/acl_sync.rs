@@ -139,12 +139,7 @@ async fn describe_topic_acls(
         .with_host_filter(None)
         .with_operation(OPERATION_ANY)
         .with_permission_type(PERMISSION_ANY);
-    let response = cluster
-        .with_retry(|conn| {
-            let request = &request;
-            async move { conn.send(request).await }
-        })
-        .await?;
+    let response = cluster.send_any(&request).await?;
     if response.error_code == SECURITY_DISABLED {
         security_disabled(cluster);
         return Ok(None);
@@ -191,12 +186,7 @@ async fn create_acls(target: &Cluster, acls: &[AclBinding]) -> Result<usize, Kaf
             })
             .collect(),
     );
-    let response = target
-        .with_retry(|conn| {
-            let request = &request;
-            async move { conn.send(request).await }
-        })
-        .await?;
+    let response = target.send_any(&request).await?;
     let mut created = 0;
     for (acl, result) in acls.iter().zip(response.results) {
         match result.error_code {

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, TopicName};
@@ -16,7 +17,9 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::batch::{renumber, split_batches, AbortedFilter, BatchError, RawBatch};
+use crate::batch::{
+    decode_uncompressed, renumber, split_batches, AbortedFilter, BatchError, RawBatch,
+};
 use crate::config::OffsetReset;
 use crate::kafka::backoff::Backoff;
 use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
@@ -709,6 +712,29 @@ pub async fn list_offsets(
         }
     }
     Ok(out)
+}
+
+/// The keyed records (offset, key, value) of one of strait's own internal topic partitions,
+/// read with [`read_partition`]; records without a key or value are left out. `None` if the
+/// topic does not exist. Those topics hold uncompressed batches only.
+pub async fn read_keyed_records(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+) -> Result<Option<Vec<(i64, Bytes, Bytes)>>, KafkaError> {
+    let Some(batches) = read_partition(cluster, tp).await? else {
+        return Ok(None);
+    };
+    let mut out = Vec::new();
+    for batch in batches {
+        let records =
+            decode_uncompressed(&batch).map_err(|e| KafkaError::Other(format!("{tp}: {e}")))?;
+        out.extend(
+            records
+                .into_iter()
+                .filter_map(|r| Some((r.offset, r.key?, r.value?))),
+        );
+    }
+    Ok(Some(out))
 }
 
 /// Reads one partition from its log start to its current last stable offset, as a

@@ -12,8 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::appender::append;
-use crate::batch::decode_uncompressed;
-use crate::fetch::read_partition;
+use crate::fetch::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::{self, OffsetSync};
 use crate::now_ms;
@@ -28,24 +27,14 @@ pub async fn load(
 ) -> Result<HashMap<TopicPartition, Vec<(i64, i64)>>, KafkaError> {
     let mut out: HashMap<TopicPartition, Vec<(i64, i64)>> = HashMap::new();
     let tp = TopicPartition::new(topic, 0);
-    let Some(batches) = read_partition(cluster, &tp).await? else {
-        return Ok(out);
-    };
-    for batch in batches {
-        let records =
-            decode_uncompressed(&batch).map_err(|e| KafkaError::Other(format!("{tp}: {e}")))?;
-        for r in records {
-            let (Some(k), Some(v)) = (r.key, r.value) else {
-                continue;
-            };
-            match OffsetSync::decode(&k, &v) {
-                Ok(s) => out
-                    .entry(s.topic_partition)
-                    .or_default()
-                    .push((s.upstream_offset, s.downstream_offset)),
-                Err(e) => {
-                    tracing::warn!(topic, offset = r.offset, error = %e, "skipping a record that is not an offset sync")
-                }
+    for (offset, key, value) in read_keyed_records(cluster, &tp).await?.unwrap_or_default() {
+        match OffsetSync::decode(&key, &value) {
+            Ok(s) => out
+                .entry(s.topic_partition)
+                .or_default()
+                .push((s.upstream_offset, s.downstream_offset)),
+            Err(e) => {
+                tracing::warn!(topic, offset, error = %e, "skipping a record that is not an offset sync")
             }
         }
     }

@@ -12,8 +12,8 @@ use std::collections::HashMap;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
-use crate::batch::{decode_uncompressed, encode_batch, OwnRecord, ProducerStamp, RawBatch};
-use crate::fetch::read_partition;
+use crate::batch::{encode_batch, OwnRecord, ProducerStamp, RawBatch};
+use crate::fetch::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 
 /// Where a source partition stands: everything before `source_next` is on the target.
@@ -98,19 +98,9 @@ pub async fn load(
 ) -> Result<HashMap<TopicPartition, Position>, KafkaError> {
     let tp = TopicPartition::new(topic, 0);
     let mut out = HashMap::new();
-    let Some(batches) = read_partition(target, &tp).await? else {
-        return Ok(out);
-    };
-    for batch in batches {
-        let records =
-            decode_uncompressed(&batch).map_err(|e| KafkaError::Other(format!("{tp}: {e}")))?;
-        for r in records {
-            let (Some(k), Some(v)) = (r.key, r.value) else {
-                continue;
-            };
-            if let Some((source, pos)) = decode(&k, &v) {
-                out.insert(source, pos);
-            }
+    for (_, key, value) in read_keyed_records(target, &tp).await?.unwrap_or_default() {
+        if let Some((source, pos)) = decode(&key, &value) {
+            out.insert(source, pos);
         }
     }
     Ok(out)
@@ -119,6 +109,7 @@ pub async fn load(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::decode_uncompressed;
 
     #[test]
     fn records_round_trip() {

@@ -83,12 +83,7 @@ pub async fn ensure_topics(
                     })
                     .collect(),
             );
-        let response = target
-            .with_retry(|conn| {
-                let request = &request;
-                async move { conn.send(request).await }
-            })
-            .await?;
+        let response = target.send_any(&request).await?;
         for t in response.topics {
             let name = t.name.0.to_string();
             match t.error_code {
@@ -121,12 +116,7 @@ pub async fn ensure_topics(
                     })
                     .collect(),
             );
-        let response = target
-            .with_retry(|conn| {
-                let request = &request;
-                async move { conn.send(request).await }
-            })
-            .await?;
+        let response = target.send_any(&request).await?;
         for r in response.results {
             let name = r.name.0.to_string();
             let detail = r.error_message.map(|m| m.to_string()).unwrap_or_default();
@@ -197,12 +187,7 @@ pub async fn topic_configs(
             })
             .collect(),
     );
-    let response = cluster
-        .with_retry(|conn| {
-            let request = &request;
-            async move { conn.send(request).await }
-        })
-        .await?;
+    let response = cluster.send_any(&request).await?;
     for r in response.results {
         let topic = r.resource_name.to_string();
         if r.error_code != 0 {
@@ -262,12 +247,7 @@ pub async fn apply_configs(
             .with_resource_name(StrBytes::from_string(topic.to_string()))
             .with_configs(changes),
     ]);
-    let response = target
-        .with_retry(|conn| {
-            let request = &request;
-            async move { conn.send(request).await }
-        })
-        .await?;
+    let response = target.send_any(&request).await?;
     for r in response.responses {
         let detail = r.error_message.map(|m| m.to_string()).unwrap_or_default();
         KafkaError::check(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 
 use super::backoff::Backoff;
 use super::connection::Connection;
@@ -160,12 +160,7 @@ impl Cluster {
                 .collect()
         });
         request.allow_auto_topic_creation = false;
-        let response: MetadataResponse = self
-            .with_retry(|conn| {
-                let request = &request;
-                async move { conn.send(request).await }
-            })
-            .await?;
+        let response: MetadataResponse = self.send_any(&request).await?;
         {
             let mut pool = self.pool.lock().unwrap();
             for b in &response.brokers {
@@ -200,6 +195,13 @@ impl Cluster {
                 }
             })
             .collect())
+    }
+
+    /// Sends `request` to any broker, retried like [`Cluster::with_retry`]: for requests
+    /// any broker answers (metadata, admin requests that brokers forward to the controller).
+    pub async fn send_any<R: Request>(&self, request: &R) -> Result<R::Response, KafkaError> {
+        self.with_retry(|conn| async move { conn.send(request).await })
+            .await
     }
 
     /// Runs `f` against any broker, retrying retriable failures with backoff until the
