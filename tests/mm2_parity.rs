@@ -149,16 +149,11 @@ fn translate_offsets_is_exact_across_aborts_and_compaction() {
     let mut strait = Strait::start(&config("src", "dst", &topics), "properties");
     for (topic, group) in [(&txn, &g_txn), (&compacted, &g_cmp)] {
         let remote = format!("src.{topic}");
-        let committed = block_on(async {
-            let c = strait::kafka::Cluster::new(
-                "source",
-                vec![source.bootstrap.clone()],
-                "t",
-                Duration::from_secs(10),
-            );
-            strait::groups::committed(&c, group).await.unwrap()
-        });
-        let committed = committed[&TopicPartition::new(topic.as_str(), 0)].offset;
+        let committed = kafka::committed_offsets(source, group)
+            .into_iter()
+            .find(|(t, p, _)| t == topic && *p == 0)
+            .expect("the group committed on the source")
+            .2;
         let translated = wait_until("a checkpoint", Duration::from_secs(90), &mut strait, || {
             kafka::translate_offsets(target, "src", group)
                 .into_iter()
@@ -216,29 +211,12 @@ fn a_failed_over_group_reads_exactly_the_rest() {
     );
     // Wait until the group's offsets reached the target through checkpoints and group sync,
     // for every partition it committed on the source.
-    let on_source = block_on(async {
-        let c = strait::kafka::Cluster::new(
-            "source",
-            vec![source.bootstrap.clone()],
-            "t",
-            Duration::from_secs(10),
-        );
-        strait::groups::committed(&c, &group).await.unwrap().len()
-    });
+    let on_source = kafka::committed_offsets(source, &group).len();
     wait_until(
         "group offsets on the target",
         Duration::from_secs(60),
         &mut strait,
-        || {
-            let c = strait::kafka::Cluster::new(
-                "target",
-                vec![target.bootstrap.clone()],
-                "t",
-                Duration::from_secs(10),
-            );
-            let committed = block_on(strait::groups::committed(&c, &group)).ok()?;
-            (committed.len() == on_source).then_some(())
-        },
+        || (kafka::committed_offsets(target, &group).len() == on_source).then_some(()),
     );
     assert!(strait.terminate().success(), "{}", strait.log_text());
 
