@@ -77,7 +77,7 @@ fn single_batch(c: &mut Criterion) {
                     let mut out = Vec::with_capacity(split.batches.len());
                     for batch in &split.batches {
                         batch.verify_crc().unwrap();
-                        out.push(batch.rewrite(&STAMP));
+                        out.push(batch.stamp(&STAMP));
                     }
                     out
                 })
@@ -91,7 +91,7 @@ fn single_batch(c: &mut Criterion) {
         group.bench_with_input(
             BenchmarkId::new("rewrite", label(size)),
             &batch,
-            |b, batch| b.iter(|| black_box(batch).rewrite(&STAMP)),
+            |b, batch| b.iter(|| black_box(batch).stamp(&STAMP)),
         );
     }
     group.finish();
@@ -126,7 +126,7 @@ fn fetch_buffer(c: &mut Criterion) {
                 .iter()
                 .map(|batch| {
                     batch.verify_crc().unwrap();
-                    batch.rewrite(&STAMP)
+                    batch.stamp(&STAMP)
                 })
                 .collect::<Vec<_>>()
         })

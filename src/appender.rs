@@ -4,12 +4,11 @@
 
 use std::time::Duration;
 
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::ProduceRequest;
 
-use crate::batch::{ProducerStamp, RawBatch};
+use crate::batch::{ProducerStamp, RawBatch, Stamped};
 use crate::kafka::backoff::Backoff;
+use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 
 /// Appends `batch` (built by `batch::encode_batch`) to `tp` and returns its base offset.
@@ -18,11 +17,11 @@ pub async fn append(
     tp: &TopicPartition,
     batch: &RawBatch,
 ) -> Result<i64, KafkaError> {
-    let records = batch.rewrite(&ProducerStamp::NONE);
+    let stamped = batch.stamp(&ProducerStamp::NONE);
     let deadline = tokio::time::Instant::now() + cluster.timeout();
     let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
     loop {
-        match append_once(cluster, tp, records.clone()).await {
+        match append_once(cluster, tp, &stamped).await {
             Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
                 tracing::debug!(partition = %tp, error = %e, "append retry");
                 tokio::time::sleep(backoff.next_delay()).await;
@@ -35,7 +34,7 @@ pub async fn append(
 async fn append_once(
     cluster: &Cluster,
     tp: &TopicPartition,
-    records: bytes::Bytes,
+    stamped: &Stamped,
 ) -> Result<i64, KafkaError> {
     let meta = cluster.metadata(Some(&[tp.topic.to_string()])).await?;
     let topic = meta
@@ -54,16 +53,23 @@ async fn append_once(
             code: kafka_protocol::error::ResponseError::LeaderNotAvailable,
         })?;
     let conn = cluster.broker(leader).await?;
-    let request = ProduceRequest::default()
-        .with_acks(-1)
-        .with_timeout_ms(cluster.timeout().as_millis().min(i32::MAX as u128) as i32)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_string(tp.topic.to_string())))
-            .with_topic_id(topic.id)
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(tp.partition)
-                .with_records(Some(records))])]);
-    let response = conn.send(&request).await?;
+    let version = conn
+        .version::<ProduceRequest>()
+        .ok_or_else(|| KafkaError::UnsupportedApi {
+            addr: conn.addr().to_string(),
+            api: "Produce",
+        })?;
+    let topics = [TopicData {
+        name: tp.topic.clone(),
+        topic_id: topic.id,
+        partitions: vec![(tp.partition, stamped.clone())],
+    }];
+    let timeout_ms = cluster.timeout().as_millis().min(i32::MAX as u128) as i32;
+    let body = produce_request::encode(version, -1, timeout_ms, &topics);
+    let response = conn
+        .start_encoded::<ProduceRequest>(version, body)?
+        .response()
+        .await?;
     let partition = response
         .responses
         .into_iter()

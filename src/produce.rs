@@ -1,7 +1,7 @@
 //! The produce engine: writes fetched batches to the target as strait's own idempotent
 //! producer. One task owns every partition's queue, so ordering needs no locks:
 //! * each batch gets strait's producer id/epoch and the partition's next sequence, then its
-//!   CRC is recomputed (`RawBatch::rewrite`); records bytes are never touched;
+//!   CRC is recomputed (`RawBatch::stamp`); records bytes are never touched nor copied;
 //! * a Produce request carries at most one batch per partition (Produce v3+ rule) and as
 //!   many partitions of one leader as fit; `acks=all`;
 //! * at most `max_in_flight` (≤ 5) batches per partition are unacknowledged, which keeps
@@ -14,9 +14,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse, TopicName};
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse};
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -26,6 +24,7 @@ use crate::batch::{ProducerStamp, RawBatch};
 use crate::checkpoint::Translations;
 use crate::fetch::{Chunk, FetchEvent};
 use crate::kafka::backoff::Backoff;
+use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
 use crate::mm2::OffsetSync;
 use crate::now_ms;
@@ -430,7 +429,7 @@ impl Engine {
 
     fn send_to(&mut self, broker: i32, conn: Connection, now: Instant) {
         let (pid, epoch) = self.producer;
-        let mut topics: Vec<TopicProduceData> = Vec::new();
+        let mut topics: Vec<TopicData> = Vec::new();
         let mut sent = Vec::new();
         let mut size = 0usize;
         for (i, part) in self.parts.iter_mut().enumerate() {
@@ -465,34 +464,25 @@ impl Engine {
                 part.next_seq = next_sequence(s, batch.record_count());
                 s
             });
-            let stamped = batch.rewrite(&ProducerStamp {
+            let stamped = batch.stamp(&ProducerStamp {
                 producer_id: pid,
                 producer_epoch: epoch,
                 base_sequence: seq,
                 transactional: false,
             });
-            size += stamped.len();
-            let data = PartitionProduceData::default()
-                .with_index(part.target.partition)
-                .with_records(Some(stamped));
-            let topic_id = self
-                .topic_ids
-                .get(&part.target.topic)
-                .copied()
-                .unwrap_or_default();
-            match topics
-                .iter_mut()
-                .find(|t| t.name.0.as_str() == &*part.target.topic)
-            {
-                Some(t) => t.partition_data.push(data),
-                None => topics.push(
-                    TopicProduceData::default()
-                        .with_name(TopicName(StrBytes::from_string(
-                            part.target.topic.to_string(),
-                        )))
-                        .with_topic_id(topic_id)
-                        .with_partition_data(vec![data]),
-                ),
+            size += stamped.size();
+            let data = (part.target.partition, stamped);
+            match topics.iter_mut().find(|t| t.name == part.target.topic) {
+                Some(t) => t.partitions.push(data),
+                None => topics.push(TopicData {
+                    name: part.target.topic.clone(),
+                    topic_id: self
+                        .topic_ids
+                        .get(&part.target.topic)
+                        .copied()
+                        .unwrap_or_default(),
+                    partitions: vec![data],
+                }),
             }
             part.inflight.push_back(entry);
             part.outstanding += 1;
@@ -504,12 +494,19 @@ impl Engine {
         if sent.is_empty() {
             return;
         }
-        let request = ProduceRequest::default()
-            .with_acks(-1)
-            .with_timeout_ms(self.target.timeout().as_millis().min(i32::MAX as u128) as i32)
-            .with_topic_data(topics);
+        let timeout_ms = self.target.timeout().as_millis().min(i32::MAX as u128) as i32;
+        let started = match conn.version::<ProduceRequest>() {
+            Some(version) => {
+                let body = produce_request::encode(version, -1, timeout_ms, &topics);
+                conn.start_encoded::<ProduceRequest>(version, body)
+            }
+            None => Err(KafkaError::UnsupportedApi {
+                addr: conn.addr().to_string(),
+                api: "Produce",
+            }),
+        };
         *self.broker_inflight.entry(broker).or_default() += 1;
-        match conn.start(&request) {
+        match started {
             Ok(inflight) => {
                 self.requests.spawn(async move {
                     Completion {

@@ -60,18 +60,45 @@ pub fn encode_request<R: Request>(
     correlation_id: i32,
     client_id: &StrBytes,
 ) -> anyhow::Result<Bytes> {
+    let body_len = req.compute_size(version)?;
+    let mut buf = BytesMut::with_capacity(64 + body_len);
+    put_header::<R>(&mut buf, version, correlation_id, client_id, body_len)?;
+    req.encode(&mut buf, version)?;
+    Ok(buf.freeze())
+}
+
+/// Encodes `size | header` for a request of type `R` whose body (`body_len` bytes, encoded
+/// at `version`) the caller sends right behind it.
+pub fn encode_header<R: Request>(
+    version: i16,
+    correlation_id: i32,
+    client_id: &StrBytes,
+    body_len: usize,
+) -> anyhow::Result<Bytes> {
+    let mut buf = BytesMut::with_capacity(64 + client_id.len());
+    put_header::<R>(&mut buf, version, correlation_id, client_id, body_len)?;
+    Ok(buf.freeze())
+}
+
+fn put_header<R: Request>(
+    buf: &mut BytesMut,
+    version: i16,
+    correlation_id: i32,
+    client_id: &StrBytes,
+    body_len: usize,
+) -> anyhow::Result<()> {
     let mut header = RequestHeader::default();
     header.request_api_key = R::KEY;
     header.request_api_version = version;
     header.correlation_id = correlation_id;
     header.client_id = Some(client_id.clone());
     let header_version = R::header_version(version);
-    let size = header.compute_size(header_version)? + req.compute_size(version)?;
-    let mut buf = BytesMut::with_capacity(4 + size);
-    buf.put_i32(size as i32);
-    header.encode(&mut buf, header_version)?;
-    req.encode(&mut buf, version)?;
-    Ok(buf.freeze())
+    let size = header.compute_size(header_version)? + body_len;
+    let size32 = i32::try_from(size)
+        .map_err(|_| anyhow::anyhow!("request of {size} bytes is too large for one frame"))?;
+    buf.put_i32(size32);
+    header.encode(buf, header_version)?;
+    Ok(())
 }
 
 /// Decodes a response frame (correlation id first); bytes left unread are an error, since

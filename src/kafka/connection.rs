@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Request, StrBytes, VersionRange};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use super::codec::{self, MAX_FRAME_BYTES};
 use super::error::KafkaError;
+use super::frame::Frame;
 
 type Waiter = oneshot::Sender<Result<Bytes, KafkaError>>;
 
@@ -49,7 +50,7 @@ struct Inner {
     timeout: Duration,
     next_correlation: AtomicI32,
     pending: Arc<Mutex<Pending>>,
-    outbox: mpsc::UnboundedSender<Bytes>,
+    outbox: mpsc::UnboundedSender<Frame>,
     /// Broker-side version ranges by API key, from ApiVersions.
     versions: std::sync::OnceLock<HashMap<i16, VersionRange>>,
     tasks: [JoinHandle<()>; 2],
@@ -97,14 +98,21 @@ impl Connection {
         stream.set_nodelay(true).map_err(io_err)?;
         let (mut read, mut write) = stream.into_split();
         let pending = Arc::new(Mutex::new(Pending::default()));
-        let (outbox, mut rx) = mpsc::unbounded_channel::<Bytes>();
+        let (outbox, mut rx) = mpsc::unbounded_channel::<Frame>();
 
         let writer = {
             let pending = pending.clone();
             let addr = addr.to_string();
             tokio::spawn(async move {
-                while let Some(frame) = rx.recv().await {
-                    if let Err(e) = write.write_all(&frame).await {
+                while let Some(mut frames) = rx.recv().await {
+                    // Whatever else is queued goes out in the same vectored writes.
+                    while frames.segments() < WRITE_SEGMENTS {
+                        match rx.try_recv() {
+                            Ok(more) => frames.append(more),
+                            Err(_) => break,
+                        }
+                    }
+                    if let Err(e) = write.write_all_buf(&mut frames).await {
                         pending
                             .lock()
                             .unwrap()
@@ -165,9 +173,30 @@ impl Connection {
                 addr: self.inner.addr.clone(),
                 api: api_name(R::KEY),
             })?;
-        queue(&self.inner, req, version)
+        queue(&self.inner, version, |correlation, client_id| {
+            codec::encode_request(req, version, correlation, client_id).map(Frame::from)
+        })
+    }
+
+    /// Like [`Connection::start`], for a request body the caller encoded itself at
+    /// `version` (a version [`Connection::version`] returned).
+    pub fn start_encoded<R: Request>(
+        &self,
+        version: i16,
+        body: Frame,
+    ) -> Result<InFlight<R>, KafkaError> {
+        queue(&self.inner, version, |correlation, client_id| {
+            let header =
+                codec::encode_header::<R>(version, correlation, client_id, body.remaining())?;
+            let mut frame = Frame::from(header);
+            frame.append(body);
+            Ok(frame)
+        })
     }
 }
+
+/// Segments one vectored write gathers from queued frames (Linux takes up to 1024).
+const WRITE_SEGMENTS: usize = 256;
 
 /// A request that is already queued on the connection, waiting for its response.
 pub struct InFlight<R: Request> {
@@ -214,19 +243,21 @@ impl<R: Request> InFlight<R> {
     }
 }
 
-/// Encodes `req` and queues its frame behind every request queued before it (synchronously,
-/// so callers control the order in which requests reach the broker).
-fn queue<R: Request>(inner: &Arc<Inner>, req: &R, version: i16) -> Result<InFlight<R>, KafkaError> {
+/// Encodes a request of type `R` (`encode` gets the correlation id and client id) and
+/// queues its frame behind every request queued before it (synchronously, so callers
+/// control the order in which requests reach the broker).
+fn queue<R: Request>(
+    inner: &Arc<Inner>,
+    version: i16,
+    encode: impl FnOnce(i32, &StrBytes) -> anyhow::Result<Frame>,
+) -> Result<InFlight<R>, KafkaError> {
     let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed) & i32::MAX;
-    let frame =
-        codec::encode_request(req, version, correlation, &inner.client_id).map_err(|e| {
-            KafkaError::Protocol {
-                addr: inner.addr.clone(),
-                api: api_name(R::KEY),
-                version,
-                reason: e.to_string(),
-            }
-        })?;
+    let frame = encode(correlation, &inner.client_id).map_err(|e| KafkaError::Protocol {
+        addr: inner.addr.clone(),
+        api: api_name(R::KEY),
+        version,
+        reason: e.to_string(),
+    })?;
     let (tx, rx) = oneshot::channel();
     let mut pending = inner.pending.lock().unwrap();
     if let Some(reason) = &pending.poisoned {
@@ -287,7 +318,15 @@ async fn negotiate(inner: &Arc<Inner>) -> Result<HashMap<i16, VersionRange>, Kaf
     let request = ApiVersionsRequest::default()
         .with_client_software_name(StrBytes::from_static_str("strait"))
         .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-    let mut response: ApiVersionsResponse = queue(inner, &request, 3)?.response().await?;
+    let encode = |version| {
+        let request = &request;
+        move |correlation, client_id: &StrBytes| {
+            codec::encode_request(request, version, correlation, client_id).map(Frame::from)
+        }
+    };
+    let mut response: ApiVersionsResponse = queue::<ApiVersionsRequest>(inner, 3, encode(3))?
+        .response()
+        .await?;
     if response.error_code == 35 {
         let max = response
             .api_keys
@@ -295,7 +334,9 @@ async fn negotiate(inner: &Arc<Inner>) -> Result<HashMap<i16, VersionRange>, Kaf
             .find(|k| k.api_key == ApiKey::ApiVersions as i16)
             .map(|k| k.max_version.min(3))
             .unwrap_or(0);
-        response = queue(inner, &request, max)?.response().await?;
+        response = queue::<ApiVersionsRequest>(inner, max, encode(max))?
+            .response()
+            .await?;
     }
     KafkaError::check("ApiVersions", || inner.addr.clone(), response.error_code)?;
     Ok(response

@@ -7,6 +7,8 @@ pub mod cluster;
 pub mod codec;
 pub mod connection;
 pub mod error;
+pub mod frame;
+pub mod produce_request;
 
 pub use cluster::{Cluster, PartitionMeta, TopicMeta};
 pub use connection::Connection;
