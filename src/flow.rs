@@ -38,9 +38,6 @@ pub enum FlowError {
     Stopped { flow: String, count: usize },
 }
 
-/// Bytes of fetched batches a flow may hold while the target acknowledges them.
-const BUFFER_BYTES: usize = 64 * 1024 * 1024;
-
 /// Runs every enabled flow until `shutdown` is cancelled, then drains and commits.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), FlowError> {
     let mut tasks = tokio::task::JoinSet::new();
@@ -147,10 +144,11 @@ async fn run_flow(
         source.clone(),
         FetchConfig {
             max_wait_ms: flow.fetch_max_wait_ms,
-            max_bytes: flow.fetch_max_bytes,
+            // Room for the response being read next to a buffer that may be full.
+            max_bytes: flow.fetch_max_bytes.min((flow.buffer_bytes / 4) as i32),
             partition_max_bytes: flow.fetch_partition_max_bytes,
             offset_reset: flow.offset_reset,
-            buffer_bytes: BUFFER_BYTES,
+            buffer_bytes: flow.buffer_bytes,
         },
         events_tx,
         fetch_shutdown.clone(),

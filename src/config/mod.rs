@@ -154,6 +154,9 @@ pub struct FlowConfig {
     pub produce_linger_ms: u64,
     /// Upper bound on one Produce request, in bytes. Default 1048576 (1 MiB).
     pub produce_max_request_bytes: usize,
+    /// Bytes of fetched batches the flow holds until the target acknowledges them; a Fetch
+    /// response asks for at most a quarter of it. Default 33554432 (32 MiB).
+    pub buffer_bytes: usize,
 }
 
 impl PartialEq for FlowConfig {
@@ -186,6 +189,7 @@ impl PartialEq for FlowConfig {
             produce_max_in_flight,
             produce_linger_ms,
             produce_max_request_bytes,
+            buffer_bytes,
         } = self;
         *source == other.source
             && *target == other.target
@@ -216,6 +220,7 @@ impl PartialEq for FlowConfig {
             && *produce_max_in_flight == other.produce_max_in_flight
             && *produce_linger_ms == other.produce_linger_ms
             && *produce_max_request_bytes == other.produce_max_request_bytes
+            && *buffer_bytes == other.buffer_bytes
     }
 }
 
@@ -286,6 +291,8 @@ pub mod defaults {
     pub const PRODUCE_LINGER_MS: u64 = 0;
     /// Produce request size bound (the Java producer's `max.request.size`).
     pub const PRODUCE_MAX_REQUEST_BYTES: usize = 1_048_576;
+    /// Fetched bytes waiting for the target, per flow (strait's own).
+    pub const BUFFER_BYTES: usize = 33_554_432;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -616,6 +623,7 @@ pub(crate) struct RawFlow {
     pub produce_max_in_flight: Option<Sourced<i64>>,
     pub produce_linger_ms: Option<Sourced<i64>>,
     pub produce_max_request_bytes: Option<Sourced<i64>>,
+    pub buffer_bytes: Option<Sourced<i64>>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1520,6 +1528,19 @@ pub static KEYS: &[KeySpec] = &[
     )
     .toml("produce_max_request_bytes")
     .doc("`<target>.producer.max.request.size`: for flows writing `<target>`."),
+    KeySpec::new(
+        "buffer.bytes",
+        Flow,
+        "33554432",
+        flow!(buffer_bytes, parse_int),
+    )
+    .toml("buffer_bytes")
+    .strait()
+    .doc(
+        "Bytes of fetched batches a flow holds until the target acknowledges them: with \
+             the Fetch response being read, what bounds its memory. A Fetch response asks \
+             for at most a quarter of it (and at most `fetch.max.bytes`).",
+    ),
     // --- flows: MM2 plumbing strait replaces ---
     KeySpec::new(
         "topic.filter.class",
@@ -2157,6 +2178,13 @@ mod tests {
                 "102",
                 Some("produce_max_request_bytes = 102"),
                 |c, _| f0(c).produce_max_request_bytes == 102
+            ),
+            case!(
+                Flow,
+                "buffer.bytes",
+                "8388608",
+                Some("buffer_bytes = 8388608"),
+                |c, _| f0(c).buffer_bytes == 8_388_608
             ),
             case!(
                 Flow,

@@ -621,6 +621,13 @@ impl<'a> Validator<'a> {
             1,
             i32_max,
         )? as usize;
+        let buffer_bytes = self.int(
+            layers.get(|f| &f.buffer_bytes),
+            &path("buffer_bytes"),
+            defaults::BUFFER_BYTES as i64,
+            1024 * 1024,
+            i32_max,
+        )? as usize;
 
         Ok(Some(FlowConfig {
             source: source.value.clone(),
@@ -648,6 +655,7 @@ impl<'a> Validator<'a> {
             produce_max_in_flight,
             produce_linger_ms,
             produce_max_request_bytes,
+            buffer_bytes,
         }))
     }
 }
