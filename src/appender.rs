@@ -53,21 +53,15 @@ async fn append_once(
             code: kafka_protocol::error::ResponseError::LeaderNotAvailable,
         })?;
     let conn = cluster.broker(leader).await?;
-    let version = conn
-        .version::<ProduceRequest>()
-        .ok_or_else(|| KafkaError::UnsupportedApi {
-            addr: conn.addr().to_string(),
-            api: "Produce",
-        })?;
     let topics = [TopicData {
         name: tp.topic.clone(),
         topic_id: topic.id,
         partitions: vec![(tp.partition, stamped.clone())],
     }];
-    let timeout_ms = cluster.timeout().as_millis().min(i32::MAX as u128) as i32;
-    let body = produce_request::encode(version, -1, timeout_ms, &topics);
     let response = conn
-        .start_encoded::<ProduceRequest>(version, body)?
+        .start_encoded::<ProduceRequest>(|version| {
+            produce_request::encode(version, -1, cluster.timeout_ms(), &topics)
+        })?
         .response()
         .await?;
     let partition = response

@@ -494,17 +494,10 @@ impl Engine {
         if sent.is_empty() {
             return;
         }
-        let timeout_ms = self.target.timeout().as_millis().min(i32::MAX as u128) as i32;
-        let started = match conn.version::<ProduceRequest>() {
-            Some(version) => {
-                let body = produce_request::encode(version, -1, timeout_ms, &topics);
-                conn.start_encoded::<ProduceRequest>(version, body)
-            }
-            None => Err(KafkaError::UnsupportedApi {
-                addr: conn.addr().to_string(),
-                api: "Produce",
-            }),
-        };
+        let timeout_ms = self.target.timeout_ms();
+        let started = conn.start_encoded::<ProduceRequest>(|version| {
+            produce_request::encode(version, -1, timeout_ms, &topics)
+        });
         *self.broker_inflight.entry(broker).or_default() += 1;
         match started {
             Ok(inflight) => {

@@ -43,7 +43,7 @@ pub async fn ensure_topics(
     }
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let existing = target.metadata(Some(&names)).await?;
-    let timeout_ms = target.timeout().as_millis().min(i32::MAX as u128) as i32;
+    let timeout_ms = target.timeout_ms();
     let mut create = Vec::new();
     let mut grow = Vec::new();
     for spec in specs {

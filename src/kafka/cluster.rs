@@ -85,6 +85,11 @@ impl Cluster {
         self.timeout
     }
 
+    /// The request timeout as the `timeout_ms` field of a request.
+    pub fn timeout_ms(&self) -> i32 {
+        self.timeout.as_millis().min(i32::MAX as u128) as i32
+    }
+
     /// A connection to any live broker: the last one that worked, else the known brokers,
     /// else each bootstrap address in turn.
     pub async fn any_broker(&self) -> Result<Connection, KafkaError> {

@@ -167,24 +167,20 @@ impl Connection {
     /// Queues `req` now, in call order, and returns the handle to await its response:
     /// what keeps pipelined Produce requests of one partition in sequence order.
     pub fn start<R: Request>(&self, req: &R) -> Result<InFlight<R>, KafkaError> {
-        let version = self
-            .version::<R>()
-            .ok_or_else(|| KafkaError::UnsupportedApi {
-                addr: self.inner.addr.clone(),
-                api: api_name(R::KEY),
-            })?;
+        let version = self.negotiated::<R>()?;
         queue(&self.inner, version, |correlation, client_id| {
             codec::encode_request(req, version, correlation, client_id).map(Frame::from)
         })
     }
 
-    /// Like [`Connection::start`], for a request body the caller encoded itself at
-    /// `version` (a version [`Connection::version`] returned).
+    /// Like [`Connection::start`], for a request of type `R` whose body the caller encodes
+    /// itself, at the version `encode_body` is given.
     pub fn start_encoded<R: Request>(
         &self,
-        version: i16,
-        body: Frame,
+        encode_body: impl FnOnce(i16) -> Frame,
     ) -> Result<InFlight<R>, KafkaError> {
+        let version = self.negotiated::<R>()?;
+        let body = encode_body(version);
         queue(&self.inner, version, |correlation, client_id| {
             let header =
                 codec::encode_header::<R>(version, correlation, client_id, body.remaining())?;
@@ -192,6 +188,14 @@ impl Connection {
             frame.append(body);
             Ok(frame)
         })
+    }
+
+    fn negotiated<R: Request>(&self) -> Result<i16, KafkaError> {
+        self.version::<R>()
+            .ok_or_else(|| KafkaError::UnsupportedApi {
+                addr: self.inner.addr.clone(),
+                api: api_name(R::KEY),
+            })
     }
 }
 
