@@ -33,6 +33,8 @@ sync.group.offsets.enabled = true
 sync.group.offsets.interval.seconds = 1
 refresh.groups.interval.seconds = 1
 emit.heartbeats.interval.seconds = 1
+# The source's `heartbeats` topic may appear after MM2 first lists the source topics.
+refresh.topics.interval.seconds = 1
 # Start-up in seconds rather than half a minute: no classpath scan for Connect plugins.
 plugin.discovery = service_load
 s.plugin.discovery = service_load
@@ -80,7 +82,8 @@ fn mirror_maker_2_group_failover_and_client_queries() {
     lap("MirrorMaker 2 started");
 
     // Wait for the whole topic on the target and for the group's offsets synced there, equal to
-    // what RemoteClusterUtils translates from MM2's checkpoints.
+    // what RemoteClusterUtils translates from MM2's checkpoints, and for the source's
+    // heartbeats replicated.
     let deadline = Instant::now() + Duration::from_secs(90);
     let mut replicated = false;
     let translated = loop {
@@ -101,10 +104,15 @@ fn mirror_maker_2_group_failover_and_client_queries() {
             let synced = kafka::committed_offsets(target, &group);
             if !synced.is_empty() {
                 let translated = kafka::translate_offsets(target, "s", &group);
+                // MirrorClient's checks below need the source's heartbeats replicated too.
                 if translated == synced {
-                    break translated;
+                    if kafka::heartbeat_topics(target).contains(&"s.heartbeats".to_string()) {
+                        break translated;
+                    }
+                    println!("s.heartbeats not on the target yet, waiting");
+                } else {
+                    println!("synced {synced:?} != translated {translated:?}, waiting");
                 }
-                println!("synced {synced:?} != translated {translated:?}, waiting");
             }
         }
         std::thread::sleep(Duration::from_millis(500));
