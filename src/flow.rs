@@ -3,7 +3,7 @@
 //! the fetch engine into the produce engine. `run` is the whole process: every enabled flow
 //! of the configuration, one shutdown token (mini-redis style), one drain.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -84,55 +84,59 @@ async fn run_flow(
         source,
     };
     let progress_topic = progress::topic_name(&flow.source);
-    ensure_internal_topic(
-        &target,
-        TopicSpec {
-            name: progress_topic.clone(),
-            partitions: 1,
-            replication_factor: flow.internal_replication_factor,
-            configs: vec![("cleanup.policy".into(), "compact".into())],
-        },
-    )
-    .await
-    .map_err(fail)?;
-    let resume = progress::load(&target, &progress_topic)
-        .await
-        .map_err(fail)?;
-    tracing::info!(flow = %name, partitions = resume.len(), "progress restored");
-
+    let (syncs_cluster, syncs_topic) = match flow.offset_syncs_location {
+        Location::Source => (source.clone(), flow.policy.offset_syncs_topic(&flow.target)),
+        Location::Target => (target.clone(), flow.policy.offset_syncs_topic(&flow.source)),
+    };
     let produce = ProduceConfig {
         max_in_flight: flow.produce_max_in_flight,
         max_request_bytes: flow.produce_max_request_bytes,
         commit_interval: Duration::from_millis(flow.progress_commit_interval_ms),
         drain_timeout: Duration::from_secs(30),
     };
-    let (syncs_cluster, syncs_topic) = match flow.offset_syncs_location {
-        Location::Source => (source.clone(), flow.policy.offset_syncs_topic(&flow.target)),
-        Location::Target => (target.clone(), flow.policy.offset_syncs_topic(&flow.source)),
-    };
-    // Offset maps as they were: the syncs written so far, bounded by the committed positions.
-    let written = offset_sync::load(&syncs_cluster, &syncs_topic)
-        .await
-        .map_err(fail)?;
-    let translations: Translations = Arc::new(std::sync::Mutex::new(
-        resume
-            .iter()
-            .map(|(tp, pos)| {
-                let syncs = written.get(tp).cloned().unwrap_or_default();
-                (tp.clone(), OffsetMap::from_syncs(syncs, Some(*pos)))
-            })
-            .collect(),
-    ));
+    let translations: Translations = Arc::default();
     let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();
-    let engine = Engine::new(
-        target.clone(),
-        produce,
-        &progress_topic,
-        translations.clone(),
-        syncs_tx,
+    // Start-up is a handful of round trips to two clusters that do not depend on each other:
+    // issued together, the first record leaves after the slowest of them, not their sum.
+    let restore_progress = async {
+        ensure_internal_topic(
+            &target,
+            TopicSpec {
+                name: progress_topic.clone(),
+                partitions: 1,
+                replication_factor: flow.internal_replication_factor,
+                configs: vec![("cleanup.policy".into(), "compact".into())],
+            },
+        )
+        .await?;
+        progress::load(&target, &progress_topic).await
+    };
+    // The first discovery (source metadata, remote topics created on the target) too; its
+    // errors are handled below like those of every later discovery.
+    let first_discovery =
+        async { Ok::<_, KafkaError>(discover(&flow, &source, &target, &HashMap::new()).await) };
+    let (resume, written, engine, first_discovery) = tokio::try_join!(
+        restore_progress,
+        offset_sync::load(&syncs_cluster, &syncs_topic),
+        Engine::new(
+            target.clone(),
+            produce,
+            &progress_topic,
+            translations.clone(),
+            syncs_tx,
+        ),
+        first_discovery,
     )
-    .await
     .map_err(fail)?;
+    tracing::info!(flow = %name, partitions = resume.len(), "progress restored");
+    // Offset maps as they were: the syncs written so far, bounded by the committed positions.
+    *translations.lock().unwrap() = resume
+        .iter()
+        .map(|(tp, pos)| {
+            let syncs = written.get(tp).cloned().unwrap_or_default();
+            (tp.clone(), OffsetMap::from_syncs(syncs, Some(*pos)))
+        })
+        .collect();
     let (events_tx, events_rx) = mpsc::channel(1024);
     let (commands_tx, commands_rx) = mpsc::unbounded_channel();
     let (stats_tx, stats_rx) = watch::channel(Stats::default());
@@ -208,30 +212,36 @@ async fn run_flow(
     let mut acl_sync = tokio::time::interval(Duration::from_millis(
         flow.sync_topic_acls.interval_ms.max(1000),
     ));
+    refresh.tick().await;
     config_sync.tick().await;
     acl_sync.tick().await;
     let mut status = tokio::time::interval(Duration::from_secs(5));
     status.tick().await;
     let mut error = None;
+    let mut discovered = Some(first_discovery);
     loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = refresh.tick() => {
-                match discover(&flow, &source, &target, &resume, &mut known, &fetcher, &commands_tx).await {
-                    // New remote topics get the source's ACLs now, not an interval later.
-                    Ok(new) if !new.is_empty() && flow.sync_topic_acls.enabled => {
-                        if let Err(e) = sync_acls(&source, &target, &flow.policy, &flow.source, &new).await {
-                            tracing::warn!(flow = %name, error = %e, "topic ACL sync failed; retrying at the next interval");
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) if known.is_empty() && !e.is_retriable() => {
-                        error = Some(fail(e));
-                        break;
-                    }
-                    Err(e) => tracing::warn!(flow = %name, error = %e, "topic discovery failed; retrying at the next refresh"),
+        match discovered.take().map(|found| {
+            found.map(|found| assign(&flow, found, &resume, &mut known, &fetcher, &commands_tx))
+        }) {
+            // New remote topics get the source's ACLs now, not an interval later.
+            Some(Ok(new)) if !new.is_empty() && flow.sync_topic_acls.enabled => {
+                if let Err(e) = sync_acls(&source, &target, &flow.policy, &flow.source, &new).await
+                {
+                    tracing::warn!(flow = %name, error = %e, "topic ACL sync failed; retrying at the next interval");
                 }
             }
+            Some(Err(e)) if known.is_empty() && !e.is_retriable() => {
+                error = Some(fail(e));
+                break;
+            }
+            Some(Err(e)) => {
+                tracing::warn!(flow = %name, error = %e, "topic discovery failed; retrying at the next refresh")
+            }
+            Some(Ok(_)) | None => {}
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = refresh.tick() => discovered = Some(discover(&flow, &source, &target, &known).await),
             _ = config_sync.tick(), if flow.sync_topic_configs.enabled => {
                 let topics: Vec<String> = known.keys().cloned().collect();
                 if let Err(e) = sync_configs(&flow, &source, &target, &topics).await {
@@ -286,18 +296,22 @@ async fn run_flow(
     Ok(())
 }
 
-/// Finds the source topics the flow replicates, creates or grows their remote twins on the
-/// target, and starts replicating partitions not seen before. Returns the topics that were
-/// new or grew.
+/// What one discovery found: the partition count of every source topic the flow replicates,
+/// and which of them are new or grew since `known` (their remote twins now exist on the
+/// target).
+struct Discovered {
+    wanted: BTreeMap<String, i32>,
+    changed: Vec<String>,
+}
+
+/// Finds the source topics the flow replicates and creates or grows the remote twins of
+/// those that are new or grew since `known`.
 async fn discover(
     flow: &FlowConfig,
     source: &Cluster,
     target: &Cluster,
-    resume: &HashMap<TopicPartition, Position>,
-    known: &mut HashMap<String, i32>,
-    fetcher: &Fetcher,
-    commands: &mpsc::UnboundedSender<Command>,
-) -> Result<Vec<String>, KafkaError> {
+    known: &HashMap<String, i32>,
+) -> Result<Discovered, KafkaError> {
     let topics = source.metadata(None).await?;
     let mut wanted: BTreeMap<String, i32> = BTreeMap::new();
     for t in topics
@@ -314,7 +328,7 @@ async fn discover(
         .map(|(name, _)| name.clone())
         .collect();
     if changed.is_empty() {
-        return Ok(changed);
+        return Ok(Discovered { wanted, changed });
     }
     let configs = if flow.sync_topic_configs.enabled {
         topic_configs(source, &changed).await?
@@ -338,13 +352,24 @@ async fn discover(
         })
         .collect();
     ensure_topics(target, &specs).await?;
-    let mut seen: HashSet<String> = HashSet::new();
-    for (name, count) in &wanted {
+    Ok(Discovered { wanted, changed })
+}
+
+/// Starts replicating the partitions of `found` not seen before, from their committed
+/// positions. Returns the topics that were new or grew.
+fn assign(
+    flow: &FlowConfig,
+    found: Discovered,
+    resume: &HashMap<TopicPartition, Position>,
+    known: &mut HashMap<String, i32>,
+    fetcher: &Fetcher,
+    commands: &mpsc::UnboundedSender<Command>,
+) -> Vec<String> {
+    for (name, count) in &found.wanted {
         let before = known.get(name).copied().unwrap_or(0);
         if before == *count {
             continue;
         }
-        seen.insert(name.clone());
         let remote: Arc<str> = Arc::from(flow.policy.format_remote_topic(&flow.source, name));
         let topic: Arc<str> = Arc::from(name.as_str());
         for partition in before..*count {
@@ -360,7 +385,7 @@ async fn discover(
         tracing::info!(topic = %name, remote = %remote, partitions = *count, from_partition = before, "replicating");
         known.insert(name.clone(), *count);
     }
-    Ok(changed)
+    found.changed
 }
 
 /// Copies the replicable configs of the source topics to their remote twins (MM2's
