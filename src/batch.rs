@@ -920,6 +920,10 @@ fn unzigzag32(v: u64) -> i32 {
     ((v >> 1) as i32) ^ -((v & 1) as i32)
 }
 
+fn unzigzag64(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
 /// Rewrites a batch with holes (see [`RawBatch::has_holes`]) into one a broker accepts: each
 /// record's `offsetDelta` becomes its index, `lastOffsetDelta` becomes `recordCount - 1`.
 ///
@@ -964,7 +968,19 @@ pub fn renumber(batch: &RawBatch) -> Result<Renumbered, BatchError> {
             crate::compression::decompress(compression, batch.records()).map_err(codec_error)?;
         &decompressed
     };
-    let (records, offset_deltas) = rewrite_offset_deltas(plain, count, base_offset, len_i32)?;
+    let mut records = Vec::new();
+    let mut offset_deltas = Vec::with_capacity(count.min(plain.len() / 7));
+    reframe_records(
+        plain,
+        count,
+        base_offset,
+        0,
+        |index, old| {
+            offset_deltas.push(old);
+            Ok(len_i32(index))
+        },
+        &mut records,
+    )?;
     let mut previous = -1;
     for (index, &delta) in offset_deltas.iter().enumerate() {
         if delta <= previous || delta > batch.last_offset_delta() {
@@ -997,18 +1013,22 @@ pub fn renumber(batch: &RawBatch) -> Result<Renumbered, BatchError> {
     })
 }
 
-/// Re-encodes the `count` records of `plain` (uncompressed record bytes) with offsetDelta
-/// `new_delta(index)`, every other byte kept; returns the records and their old deltas.
-fn rewrite_offset_deltas(
+/// Re-encodes the `count` records of `plain` (uncompressed record bytes) onto `out`: each
+/// record's offsetDelta becomes `new_delta(index, old_delta)`, its timestampDelta moves by
+/// `timestamp_shift` (the varint is kept as written when the shift is 0), its length in
+/// front follows; attributes, key, value and headers are kept byte for byte.
+fn reframe_records(
     plain: &[u8],
     count: usize,
     base_offset: i64,
-    new_delta: impl Fn(usize) -> i32,
-) -> Result<(Vec<u8>, Vec<i32>), BatchError> {
-    // Every record takes at least 7 bytes: do not trust the count for the allocations. A
-    // new offsetDelta varint is at most 5 bytes, and so is the length in front of it.
-    let mut records = Vec::with_capacity(plain.len() + count.min(plain.len() / 7) * 8);
-    let mut old_deltas = Vec::with_capacity(count.min(plain.len() / 7));
+    timestamp_shift: i64,
+    mut new_delta: impl FnMut(usize, i32) -> Result<i32, &'static str>,
+    out: &mut Vec<u8>,
+) -> Result<(), BatchError> {
+    // Every record takes at least 7 bytes: do not trust the count for the allocation. New
+    // offsetDelta and length varints are at most 5 bytes each, a timestampDelta at most 10.
+    let extra = if timestamp_shift == 0 { 8 } else { 18 };
+    out.reserve(plain.len() + count.min(plain.len() / 7) * extra);
     let mut pos = 0usize;
     for index in 0..count {
         let malformed = |what| BatchError::MalformedRecord {
@@ -1026,7 +1046,8 @@ fn rewrite_offset_deltas(
             .and_then(|end| rest.get(len_len..end))
             .ok_or_else(|| malformed("length past the end of the batch"))?;
         // attributes (1 byte), timestampDelta (varlong), offsetDelta (varint), the rest.
-        let (_, ts_len) = body
+        let attributes = *body.first().ok_or_else(|| malformed("record ends early"))?;
+        let (timestamp, ts_len) = body
             .get(1..)
             .and_then(|b| uvarint_at(b, 10))
             .ok_or_else(|| malformed("record ends early"))?;
@@ -1035,15 +1056,23 @@ fn rewrite_offset_deltas(
             .get(delta_at..)
             .and_then(|b| uvarint_at(b, 5))
             .ok_or_else(|| malformed("record ends early"))?;
-        old_deltas.push(unzigzag32(delta));
-        let delta = zigzag32(new_delta(index));
+        let delta = zigzag32(new_delta(index, unzigzag32(delta)).map_err(malformed)?);
+        let timestamp = (timestamp_shift != 0)
+            .then(|| zigzag64(unzigzag64(timestamp).wrapping_add(timestamp_shift)));
+        let ts_len = timestamp.map_or(ts_len, uvarint_len);
         let tail = body.get(delta_at + delta_len..).unwrap_or(&[]);
-        let new_len = i32::try_from(delta_at + uvarint_len(u64::from(delta)) + tail.len())
+        let new_len = i32::try_from(1 + ts_len + uvarint_len(u64::from(delta)) + tail.len())
             .map_err(|_| malformed("record larger than 2 GiB"))?;
-        put_uvarint(&mut records, u64::from(zigzag32(new_len)));
-        records.extend_from_slice(body.get(..delta_at).unwrap_or(&[]));
-        put_uvarint(&mut records, u64::from(delta));
-        records.extend_from_slice(tail);
+        put_uvarint(out, u64::from(zigzag32(new_len)));
+        match timestamp {
+            Some(t) => {
+                out.push(attributes);
+                put_uvarint(out, t);
+            }
+            None => out.extend_from_slice(body.get(..delta_at).unwrap_or(&[])),
+        }
+        put_uvarint(out, u64::from(delta));
+        out.extend_from_slice(tail);
         pos += len_len + body_len;
     }
     if pos != plain.len() {
@@ -1054,7 +1083,95 @@ fn rewrite_offset_deltas(
             what: "bytes left after the last record",
         });
     }
-    Ok((records, old_deltas))
+    Ok(())
+}
+
+impl RawBatch {
+    /// Whether [`coalesce`] may merge this batch with its neighbours: uncompressed, neither
+    /// transactional nor control, at least one record and one record per offset.
+    pub fn is_coalescable(&self) -> bool {
+        self.compression() == Ok(Compression::None)
+            && !self.is_transactional()
+            && !self.is_control()
+            && self.record_count() > 0
+            && !self.has_holes()
+    }
+
+    /// Whether [`coalesce`] may append this batch to a merged batch that ends with `last`:
+    /// both coalescable, the same attributes (codec, timestamp type), and this one starting
+    /// at the offset right after `last`.
+    pub fn can_follow(&self, last: &RawBatch) -> bool {
+        self.is_coalescable()
+            && last.is_coalescable()
+            && self.attributes() == last.attributes()
+            && self.base_offset() == last.next_offset()
+    }
+}
+
+/// Merges consecutive small batches of one partition into one batch (opt-in, for sources
+/// that write tiny uncompressed batches: one batch per partition per Produce request makes
+/// the target pay per batch).
+///
+/// Records are re-framed, not decoded: each keeps its attributes, key, value and headers
+/// byte for byte; its offsetDelta and timestampDelta are rebased on the first batch's base
+/// offset and base timestamp. The header is the first batch's with batchLength,
+/// lastOffsetDelta, maxTimestamp and recordCount of the whole; the CRC is left for
+/// [`RawBatch::stamp`] to compute. Every batch must be able to follow the one before it
+/// ([`RawBatch::can_follow`]); CRCs are not checked here (the fetch path checked them).
+pub fn coalesce(first: &RawBatch, rest: &[RawBatch]) -> Result<RawBatch, BatchError> {
+    let base_offset = first.base_offset();
+    let not_coalescable = |what| BatchError::MalformedRecord {
+        base_offset,
+        index: 0,
+        position: 0,
+        what,
+    };
+    if !first.is_coalescable() {
+        return Err(not_coalescable("batch cannot be coalesced"));
+    }
+    let total = first.len() + rest.iter().map(RawBatch::len).sum::<usize>();
+    let mut out = Vec::with_capacity(total + rest.len() * 64);
+    out.extend_from_slice(first.as_bytes());
+    let mut last = first;
+    let mut count = i64::from(first.record_count());
+    let mut max_timestamp = first.max_timestamp();
+    for batch in rest {
+        if !batch.can_follow(last) {
+            return Err(not_coalescable(
+                "batches to coalesce must be uncompressed, alike and contiguous",
+            ));
+        }
+        let offset_shift = batch.base_offset() - base_offset;
+        let timestamp_shift = batch.base_timestamp().wrapping_sub(first.base_timestamp());
+        reframe_records(
+            batch.records(),
+            batch.record_count() as usize,
+            batch.base_offset(),
+            timestamp_shift,
+            |_, old| {
+                i32::try_from(i64::from(old) + offset_shift)
+                    .map_err(|_| "offsets span more than an i32 delta")
+            },
+            &mut out,
+        )?;
+        count += i64::from(batch.record_count());
+        max_timestamp = max_timestamp.max(batch.max_timestamp());
+        last = batch;
+    }
+    let batch_length = i32::try_from(out.len() - LOG_OVERHEAD)
+        .map_err(|_| not_coalescable("coalesced batch larger than 2 GiB"))?;
+    let last_offset_delta = i32::try_from(last.last_offset() - base_offset)
+        .map_err(|_| not_coalescable("offsets span more than an i32 delta"))?;
+    let count = i32::try_from(count).map_err(|_| not_coalescable("too many records"))?;
+    put(&mut out, BATCH_LENGTH_AT, &batch_length.to_be_bytes());
+    put(
+        &mut out,
+        LAST_OFFSET_DELTA_AT,
+        &last_offset_delta.to_be_bytes(),
+    );
+    put(&mut out, MAX_TIMESTAMP_AT, &max_timestamp.to_be_bytes());
+    put(&mut out, RECORD_COUNT_AT, &count.to_be_bytes());
+    RawBatch::new(Bytes::from(out))
 }
 
 #[cfg(test)]
@@ -1835,6 +1952,29 @@ mod tests {
         )
     }
 
+    /// Re-encodes `count` records of `plain` with offsetDelta `new_delta(index)`; returns
+    /// the records and their old deltas.
+    fn rewrite_offset_deltas(
+        plain: &[u8],
+        count: usize,
+        base_offset: i64,
+        new_delta: impl Fn(usize) -> i32,
+    ) -> Result<(Vec<u8>, Vec<i32>), BatchError> {
+        let (mut out, mut old) = (Vec::new(), Vec::new());
+        reframe_records(
+            plain,
+            count,
+            base_offset,
+            0,
+            |i, d| {
+                old.push(d);
+                Ok(new_delta(i))
+            },
+            &mut out,
+        )?;
+        Ok((out, old))
+    }
+
     /// A batch of `records` whose offset deltas are `deltas`, as compaction leaves them.
     fn holey(
         records: &[OwnRecord<'_>],
@@ -2153,6 +2293,144 @@ mod tests {
             if let Ok(out) = renumber(&b) {
                 prop_assert!(out.batch.verify_crc().is_ok());
             }
+        }
+    }
+
+    // --- coalescing small batches ------------------------------------------------------
+
+    /// `batch` at `base_offset`, its timestamps moved by `shift` ms (fresh CRC).
+    fn moved(batch: &RawBatch, base_offset: i64, shift: i64) -> RawBatch {
+        let (base, max) = (
+            batch.base_timestamp() + shift,
+            batch.max_timestamp() + shift,
+        );
+        RawBatch::new(patched(batch.as_bytes(), |v| {
+            v[BASE_OFFSET_AT..BASE_OFFSET_AT + 8].copy_from_slice(&base_offset.to_be_bytes());
+            v[BASE_TIMESTAMP_AT..BASE_TIMESTAMP_AT + 8].copy_from_slice(&base.to_be_bytes());
+            v[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max.to_be_bytes());
+        }))
+        .unwrap()
+    }
+
+    /// What a consumer sees of `batches`, in order.
+    fn decoded(batches: &[RawBatch]) -> Vec<DecodedRecord> {
+        batches
+            .iter()
+            .flat_map(|b| decode_uncompressed(b).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn coalesce_keeps_every_record_of_java_batches() {
+        // 12 records with keys, null keys and headers, written by the Java producer; three
+        // copies at offsets 100, 112 and 124, the later ones with earlier and later clocks.
+        let java = plain_copy(&RawBatch::new(Bytes::from_static(JAVA_BATCHES[0].1)).unwrap());
+        let parts = [
+            moved(&java, 100, 0),
+            moved(&java, 112, -86_400_000),
+            moved(&java, 124, 5_000_000_000),
+        ];
+        let merged = coalesce(&parts[0], &parts[1..]).unwrap();
+        assert_eq!(merged.base_offset(), 100);
+        assert_eq!(merged.last_offset(), 135);
+        assert_eq!(merged.record_count(), 36);
+        assert!(!merged.has_holes());
+        assert_eq!(merged.base_timestamp(), parts[0].base_timestamp());
+        assert_eq!(merged.max_timestamp(), parts[2].max_timestamp());
+        assert_eq!(merged.attributes(), java.attributes());
+        assert_eq!(decoded(std::slice::from_ref(&merged)), decoded(&parts));
+        // The first batch's records are copied as they are.
+        assert_eq!(&merged.records()[..java.records().len()], java.records());
+        let out = RawBatch::new(merged.stamp(&STAMP).to_bytes()).unwrap();
+        out.verify_crc().unwrap();
+        assert_eq!(out.record_count(), 36);
+        // One batch alone comes back as it was (CRC aside, which stamp recomputes).
+        let alone = coalesce(&parts[0], &[]).unwrap();
+        assert_eq!(alone.as_bytes(), parts[0].as_bytes());
+    }
+
+    #[test]
+    fn coalesce_refuses_what_it_cannot_merge() {
+        let java = plain_copy(&RawBatch::new(Bytes::from_static(JAVA_BATCHES[0].1)).unwrap());
+        let first = moved(&java, 0, 0);
+        let gap = moved(&java, 13, 0);
+        assert!(!gap.can_follow(&first));
+        let compressed = RawBatch::new(Bytes::from_static(JAVA_BATCHES[2].1)).unwrap();
+        assert!(!compressed.is_coalescable());
+        let holey = RawBatch::new(Bytes::from_static(COMPACTED_BATCHES[0].1)).unwrap();
+        assert!(!holey.is_coalescable());
+        let transactional = RawBatch::new(first.stamp(&STAMP).to_bytes()).unwrap();
+        assert!(!transactional.is_coalescable());
+        let log_append = RawBatch::new(patched(moved(&java, 12, 0).as_bytes(), |v| {
+            v[ATTRIBUTES_AT + 1] |= ATTR_LOG_APPEND_TIME as u8;
+        }))
+        .unwrap();
+        assert!(!log_append.can_follow(&first));
+        for bad in [gap, compressed, holey, log_append] {
+            let err = coalesce(&first, &[bad]).unwrap_err();
+            assert!(err.to_string().contains("base offset 0"), "{err}");
+        }
+        let cut = RawBatch::new(patched(moved(&java, 12, 0).as_bytes(), |v| {
+            v.truncate(v.len() - 3);
+            let len = (v.len() - LOG_OVERHEAD) as i32;
+            v[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&len.to_be_bytes());
+        }))
+        .unwrap();
+        assert!(matches!(
+            coalesce(&first, &[cut]),
+            Err(BatchError::MalformedRecord {
+                base_offset: 12,
+                ..
+            })
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn coalesce_is_the_concatenation_of_its_batches(
+            batches in proptest::collection::vec(
+                proptest::collection::vec(
+                    (
+                        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..40)),
+                        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)),
+                        -(1i64 << 40)..(1i64 << 40),
+                    ),
+                    1..20,
+                ),
+                1..8,
+            ),
+            base in 0i64..(1 << 50),
+        ) {
+            let mut next = base;
+            let parts: Vec<RawBatch> = batches
+                .iter()
+                .map(|recs| {
+                    let own: Vec<OwnRecord<'_>> = recs
+                        .iter()
+                        .map(|(k, v, ts)| OwnRecord {
+                            key: k.as_deref(),
+                            value: v.as_deref(),
+                            timestamp: 1_700_000_000_000 + ts,
+                        })
+                        .collect();
+                    let b = RawBatch::new(with_base_offset(
+                        encode_batch(&own, &ProducerStamp::NONE),
+                        next,
+                    ))
+                    .unwrap();
+                    next += own.len() as i64;
+                    b
+                })
+                .collect();
+            let merged = coalesce(&parts[0], &parts[1..]).unwrap();
+            prop_assert_eq!(merged.base_offset(), base);
+            prop_assert_eq!(merged.next_offset(), next);
+            prop_assert_eq!(merged.record_count() as i64, next - base);
+            prop_assert_eq!(
+                merged.max_timestamp(),
+                parts.iter().map(RawBatch::max_timestamp).max().unwrap()
+            );
+            prop_assert_eq!(decoded(&[merged]), decoded(&parts));
         }
     }
 }

@@ -93,6 +93,7 @@ async fn run_flow(
         max_request_bytes: flow.produce_max_request_bytes,
         commit_interval: Duration::from_millis(flow.progress_commit_interval_ms),
         drain_timeout: Duration::from_secs(30),
+        coalesce_bytes: flow.produce_coalesce_bytes,
     };
     let translations: Translations = Arc::default();
     let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();

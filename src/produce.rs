@@ -20,7 +20,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::batch::{ProducerStamp, RawBatch};
+use crate::batch::{self, ProducerStamp, RawBatch};
 use crate::checkpoint::Translations;
 use crate::fetch::{Chunk, FetchEvent};
 use crate::kafka::backoff::Backoff;
@@ -42,6 +42,9 @@ pub struct ProduceConfig {
     pub commit_interval: Duration,
     /// How long a shutdown may spend draining in-flight batches.
     pub drain_timeout: Duration,
+    /// Merge consecutive small uncompressed batches waiting in a partition's queue into
+    /// batches of up to this many bytes (`batch::coalesce`); 0 never merges.
+    pub coalesce_bytes: usize,
 }
 
 /// Where one source partition goes, and where it resumes.
@@ -66,6 +69,10 @@ pub struct Stats {
 struct Entry {
     /// `None` for a position-only entry (the chunk's tail was control/aborted batches).
     batch: Option<RawBatch>,
+    /// Batches that follow `batch` and go with it as one, merged when first sent.
+    more: Vec<RawBatch>,
+    /// Bytes of `batch` and `more`.
+    bytes: usize,
     source_next: i64,
     /// The source records' offset deltas when the batch was renumbered (compaction holes).
     offset_deltas: Option<Vec<i32>>,
@@ -316,24 +323,48 @@ impl Engine {
             mut permit,
             ..
         } = chunk;
+        let coalesce_bytes = self.config.coalesce_bytes;
         let part = &mut self.parts[i];
         part.high_watermark = high_watermark;
         let mut last = None;
         for fetched in batches {
-            let bytes = (fetched.batch.len() as u32).min(permit.num_permits() as u32);
+            let bytes = fetched.batch.len().min(permit.num_permits());
             last = Some(fetched.source_next);
+            let share = permit.split(bytes);
+            // Behind a batch not sent yet, a small one it can take along joins it.
+            if let Some(back) = part.queue.back_mut().filter(|e| {
+                e.seq.is_none()
+                    && e.bytes + fetched.batch.len() <= coalesce_bytes
+                    && fetched.offset_deltas.is_none()
+                    && e.batch.as_ref().is_some_and(|first| {
+                        fetched.batch.can_follow(e.more.last().unwrap_or(first))
+                    })
+            }) {
+                back.bytes += fetched.batch.len();
+                back.more.push(fetched.batch);
+                back.source_next = fetched.source_next;
+                match (&mut back._permit, share) {
+                    (Some(held), Some(share)) => held.merge(share),
+                    (held, share) => *held = held.take().or(share),
+                }
+                continue;
+            }
             part.queue.push_back(Entry {
                 source_next: fetched.source_next,
                 offset_deltas: fetched.offset_deltas,
+                bytes: fetched.batch.len(),
                 batch: Some(fetched.batch),
+                more: Vec::new(),
                 seq: None,
                 commits: Vec::new(),
-                _permit: permit.split(bytes as usize),
+                _permit: share,
             });
         }
         if last != Some(next_offset) {
             part.queue.push_back(Entry {
                 batch: None,
+                more: Vec::new(),
+                bytes: 0,
                 offset_deltas: None,
                 source_next: next_offset,
                 seq: None,
@@ -366,7 +397,9 @@ impl Engine {
         part.queue.push_back(Entry {
             source_next: -1,
             offset_deltas: None,
+            bytes: batch.len(),
             batch: Some(batch),
+            more: Vec::new(),
             seq: None,
             commits: changed,
             _permit: None,
@@ -451,6 +484,7 @@ impl Engine {
             if part.inflight.len() >= limit {
                 continue;
             }
+            merge_front(part);
             let Some(mut entry) = part.queue.pop_front() else {
                 continue;
             };
@@ -782,6 +816,48 @@ impl Engine {
             Err(e) => tracing::warn!(error = %e, "target metadata refresh failed"),
         }
         Ok(())
+    }
+}
+
+/// Merges the batches the front entry of the queue took along into one, before it is sent
+/// (and given its sequence) for the first time. Records that cannot be re-framed leave the
+/// batches as they are, each its own entry: they forward fine without being parsed.
+fn merge_front(part: &mut Part) {
+    let Some(entry) = part.queue.front_mut().filter(|e| !e.more.is_empty()) else {
+        return;
+    };
+    let Some(first) = entry.batch.take() else {
+        return;
+    };
+    let more = std::mem::take(&mut entry.more);
+    match batch::coalesce(&first, &more) {
+        Ok(merged) => entry.batch = Some(merged),
+        Err(e) => {
+            tracing::warn!(partition = %part.source, error = %e, "cannot coalesce batches; forwarding them as they are");
+            let Some(last) = part.queue.pop_front() else {
+                return;
+            };
+            let mut split: Vec<Entry> = std::iter::once(first)
+                .chain(more)
+                .map(|b| Entry {
+                    source_next: b.next_offset(),
+                    offset_deltas: None,
+                    bytes: b.len(),
+                    batch: Some(b),
+                    more: Vec::new(),
+                    seq: None,
+                    commits: Vec::new(),
+                    _permit: None,
+                })
+                .collect();
+            if let Some(tail) = split.last_mut() {
+                tail.source_next = last.source_next;
+                tail._permit = last._permit;
+            }
+            for e in split.into_iter().rev() {
+                part.queue.push_front(e);
+            }
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! End-to-end replication against real Apache Kafka: records written by the Java producer
 //! (every codec, idempotent, transactional with aborts, compacted, headers, nulls, ~1 MiB
 //! batches) must arrive on the target exactly as a read_committed consumer sees them on the
-//! source, batch records bytes unchanged; and SIGKILL/SIGTERM restarts lose nothing.
+//! source, batch records bytes unchanged (or, on request, small batches merged); and
+//! SIGKILL/SIGTERM restarts lose nothing.
 
 mod common;
 
@@ -279,6 +280,112 @@ fn compacted_topic_with_offset_gaps() {
         Duration::from_secs(60),
     );
     assert_replicated(source, target, &topic, &remote, 1);
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
+/// `produce.coalesce.bytes`: the tiny uncompressed batches of an idempotent producer arrive
+/// merged into few large ones, every record as the source has it (timestamps, keys, nulls,
+/// headers, order), a compressed topic's batches as they were, and a group's committed
+/// offsets translate exactly through the merged batches.
+#[test]
+fn small_batches_coalesced_on_request() {
+    let [source, target] = kafka::clusters();
+    let prefix = kafka::unique("coalesce");
+    let (small, lz4) = (format!("{prefix}-small"), format!("{prefix}-lz4"));
+    for (topic, codec) in [(&small, "none"), (&lz4, "lz4")] {
+        kafka::create_topic(source, topic, 2, &[]);
+        let args = [
+            "--topic",
+            topic,
+            "--count",
+            "4000",
+            "--compression",
+            codec,
+            "--headers",
+            "--null-key-every",
+            "7",
+            "--null-value-every",
+            "11",
+            "--value-size",
+            "100",
+            "--batch-size",
+            "400",
+            "--idempotent",
+        ];
+        kafka::produce(source, &args);
+    }
+    let group = kafka::unique("coalesce-group");
+    assert_eq!(kafka::consume(source, &small, &group, 2500).len(), 2500);
+    let committed = kafka::committed_offsets(source, &group);
+
+    let extra = [
+        "produce.coalesce.bytes = 65536",
+        "emit.checkpoints.interval.seconds = 1",
+        "internal.topic.replication.factor = 1",
+    ];
+    let mut strait = Strait::start(
+        &mm2_properties("src", "dst", &format!("{prefix}-.*"), &extra),
+        "properties",
+    );
+    for topic in [&small, &lz4] {
+        let remote = format!("src.{topic}");
+        wait_for_records(
+            &mut strait,
+            target,
+            &remote,
+            2,
+            4000,
+            Duration::from_secs(120),
+        );
+    }
+
+    let remote = format!("src.{small}");
+    let want = by_partition(&kafka::dump(source, &small));
+    let have = by_partition(&kafka::dump(target, &remote));
+    for p in 0..2 {
+        assert_eq!(have[&p].len(), want[&p].len(), "{remote}-{p}: record count");
+        for (i, (a, b)) in want[&p].iter().zip(&have[&p]).enumerate() {
+            assert_eq!(a, b, "{remote}-{p}: record #{i} differs");
+        }
+        let src = raw_batches(source, &TopicPartition::new(small.as_str(), p));
+        let dst = raw_batches(target, &TopicPartition::new(remote.as_str(), p));
+        println!(
+            "{remote}-{p}: {} source batches became {} target batches",
+            src.len(),
+            dst.len()
+        );
+        assert!(
+            dst.len() * 10 <= src.len(),
+            "{remote}-{p}: {} batches from {}",
+            dst.len(),
+            src.len()
+        );
+        for d in &dst {
+            d.verify_crc().unwrap();
+            assert!(d.len() <= 65536, "a merged batch of {} bytes", d.len());
+        }
+    }
+    assert_replicated(source, target, &lz4, &format!("src.{lz4}"), 2);
+
+    // The group's offsets, translated through the merged batches, are its source offsets
+    // (the remote partitions start at 0 like the source ones).
+    let want: Vec<(String, i32, i64)> = committed
+        .iter()
+        .map(|(_, p, o)| (remote.clone(), *p, *o))
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let translated = kafka::translate_offsets(target, "src", &group);
+        if translated == want {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "translated {translated:?}, want {want:?}\n{}",
+            strait.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }
 

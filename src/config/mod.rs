@@ -157,6 +157,9 @@ pub struct FlowConfig {
     /// Bytes of fetched batches the flow holds until the target acknowledges them; a Fetch
     /// response asks for at most a quarter of it. Default 33554432 (32 MiB).
     pub buffer_bytes: usize,
+    /// Merge consecutive small uncompressed batches of a partition into target batches of up
+    /// to this many bytes (records re-framed); 0 forwards every batch as it is. Default 0.
+    pub produce_coalesce_bytes: usize,
 }
 
 impl PartialEq for FlowConfig {
@@ -190,6 +193,7 @@ impl PartialEq for FlowConfig {
             produce_linger_ms,
             produce_max_request_bytes,
             buffer_bytes,
+            produce_coalesce_bytes,
         } = self;
         *source == other.source
             && *target == other.target
@@ -221,6 +225,7 @@ impl PartialEq for FlowConfig {
             && *produce_linger_ms == other.produce_linger_ms
             && *produce_max_request_bytes == other.produce_max_request_bytes
             && *buffer_bytes == other.buffer_bytes
+            && *produce_coalesce_bytes == other.produce_coalesce_bytes
     }
 }
 
@@ -293,6 +298,8 @@ pub mod defaults {
     pub const PRODUCE_MAX_REQUEST_BYTES: usize = 1_048_576;
     /// Fetched bytes waiting for the target, per flow (strait's own).
     pub const BUFFER_BYTES: usize = 33_554_432;
+    /// Coalescing of small batches: off (strait's own).
+    pub const PRODUCE_COALESCE_BYTES: usize = 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -624,6 +631,7 @@ pub(crate) struct RawFlow {
     pub produce_linger_ms: Option<Sourced<i64>>,
     pub produce_max_request_bytes: Option<Sourced<i64>>,
     pub buffer_bytes: Option<Sourced<i64>>,
+    pub produce_coalesce_bytes: Option<Sourced<i64>>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1483,9 +1491,11 @@ pub static KEYS: &[KeySpec] = &[
     )
     .toml("produce_linger_ms")
     .strait()
+    .status(Status::NotYet)
     .doc(
         "How long to wait for more batches before sending a Produce request, in \
-             milliseconds.",
+             milliseconds. Not acted on yet: strait sends as soon as the target has room \
+             (under a backlog, `produce.coalesce.bytes` merges what waits).",
     ),
     KeySpec::new(
         "producer.linger.ms",
@@ -1494,6 +1504,7 @@ pub static KEYS: &[KeySpec] = &[
         flow!(produce_linger_ms, parse_int),
     )
     .toml("produce_linger_ms")
+    .status(Status::NotYet)
     .doc("MM2 producer name of `produce.linger.ms`."),
     KeySpec::new(
         "producer.linger.ms",
@@ -1502,6 +1513,7 @@ pub static KEYS: &[KeySpec] = &[
         flow!(produce_linger_ms, parse_int),
     )
     .toml("produce_linger_ms")
+    .status(Status::NotYet)
     .doc("`<target>.producer.linger.ms`: for flows writing `<target>`."),
     KeySpec::new(
         "produce.max.request.bytes",
@@ -1540,6 +1552,22 @@ pub static KEYS: &[KeySpec] = &[
         "Bytes of fetched batches a flow holds until the target acknowledges them: with \
              the Fetch response being read, what bounds its memory. A Fetch response asks \
              for at most a quarter of it (and at most `fetch.max.bytes`).",
+    ),
+    KeySpec::new(
+        "produce.coalesce.bytes",
+        Flow,
+        "0",
+        flow!(produce_coalesce_bytes, parse_int),
+    )
+    .toml("produce_coalesce_bytes")
+    .strait()
+    .doc(
+        "Merge consecutive small uncompressed batches of a partition, while they wait for \
+             the target, into batches of up to this many bytes: fewer, larger batches for a \
+             source written in tiny ones. Records are re-framed (new offset and timestamp \
+             deltas), their keys, values and headers kept byte for byte; compressed, \
+             transactional and compacted batches always go as they are. 0 forwards every \
+             batch as it is.",
     ),
     // --- flows: MM2 plumbing strait replaces ---
     KeySpec::new(
@@ -2185,6 +2213,13 @@ mod tests {
                 "8388608",
                 Some("buffer_bytes = 8388608"),
                 |c, _| f0(c).buffer_bytes == 8_388_608
+            ),
+            case!(
+                Flow,
+                "produce.coalesce.bytes",
+                "262144",
+                Some("produce_coalesce_bytes = 262144"),
+                |c, _| f0(c).produce_coalesce_bytes == 262_144
             ),
             case!(
                 Flow,

@@ -628,6 +628,13 @@ impl<'a> Validator<'a> {
             1024 * 1024,
             i32_max,
         )? as usize;
+        let produce_coalesce_bytes = self.int(
+            layers.get(|f| &f.produce_coalesce_bytes),
+            &path("produce_coalesce_bytes"),
+            defaults::PRODUCE_COALESCE_BYTES as i64,
+            0,
+            i32_max,
+        )? as usize;
 
         Ok(Some(FlowConfig {
             source: source.value.clone(),
@@ -656,6 +663,7 @@ impl<'a> Validator<'a> {
             produce_linger_ms,
             produce_max_request_bytes,
             buffer_bytes,
+            produce_coalesce_bytes,
         }))
     }
 }
