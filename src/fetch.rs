@@ -156,17 +156,31 @@ impl Coordinator {
     async fn run(mut self, mut assignments: mpsc::UnboundedReceiver<Assignment>) {
         let (rehome_tx, mut rehome_rx) = mpsc::unbounded_channel::<Assignment>();
         let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+        // New assignments are placed at once (the first record of a new partition should not
+        // wait); only retries back off.
+        let mut fresh = false;
         loop {
             let wait = if self.homeless.is_empty() {
                 Duration::from_secs(3600)
+            } else if fresh {
+                Duration::ZERO
             } else {
                 backoff.next_delay()
             };
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                Some(a) = assignments.recv() => { self.homeless.push(a); backoff.reset(); }
+                Some(a) = assignments.recv() => {
+                    self.homeless.push(a);
+                    // A discovery assigns many partitions at once: one metadata lookup for all.
+                    while let Ok(a) = assignments.try_recv() {
+                        self.homeless.push(a);
+                    }
+                    backoff.reset();
+                    fresh = true;
+                }
                 Some(a) = rehome_rx.recv() => self.homeless.push(a),
                 _ = tokio::time::sleep(wait) => {
+                    fresh = false;
                     if let Err(e) = self.place(&rehome_tx).await {
                         tracing::warn!(cluster = %self.cluster.alias(), error = %e, "cannot place partitions on source leaders yet");
                     } else if self.homeless.is_empty() {
