@@ -44,8 +44,10 @@ pub struct Chunk {
     /// The source position after this chunk (past dropped batches too).
     pub next_offset: i64,
     pub high_watermark: i64,
-    /// Holds `batches`' bytes against the fetch buffer until the target acknowledged them.
-    pub permit: OwnedSemaphorePermit,
+    /// The Fetch response this chunk came from, held against the flow's buffer: its batches
+    /// are slices of that response's one buffer, which lives until the last of them is gone,
+    /// so the whole response counts until every chunk of it is released.
+    pub permit: Arc<OwnedSemaphorePermit>,
 }
 
 /// One source batch on its way to the target.
@@ -514,6 +516,17 @@ impl Session {
             .values()
             .map(|p| (p.topic_id, p.tp.topic.clone()))
             .collect();
+        let response_bytes: usize = response
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .filter_map(|p| p.records.as_ref().map(|r| r.len()))
+            .sum();
+        let want = response_bytes.min(self.config.buffer_bytes) as u32;
+        let Ok(permit) = self.budget.clone().acquire_many_owned(want).await else {
+            return Ok(response.throttle_time_ms);
+        };
+        let permit = Arc::new(permit);
         for topic in response.responses {
             let name: Arc<str> = if topic.topic.0.is_empty() {
                 match names.get(&topic.topic_id) {
@@ -525,7 +538,7 @@ impl Session {
             };
             for p in topic.partitions {
                 let tp = TopicPartition::new(name.clone(), p.partition_index);
-                self.on_partition(conn, tp, p).await;
+                self.on_partition(conn, tp, p, &permit).await;
             }
         }
         Ok(response.throttle_time_ms)
@@ -536,6 +549,7 @@ impl Session {
         conn: &Connection,
         tp: TopicPartition,
         data: kafka_protocol::messages::fetch_response::PartitionData,
+        permit: &Arc<OwnedSemaphorePermit>,
     ) {
         let Some(offset) = self.parts.get(&tp).map(|p| p.offset) else {
             return;
@@ -594,7 +608,6 @@ impl Session {
         let mut filter = AbortedFilter::new(aborted);
         let mut next = offset;
         let mut kept = Vec::with_capacity(split.batches.len());
-        let mut bytes = 0usize;
         for batch in split.batches {
             if batch.next_offset() <= offset {
                 continue;
@@ -607,7 +620,6 @@ impl Session {
             match forward {
                 Ok(Some(fetched)) => {
                     next = fetched.source_next;
-                    bytes += fetched.batch.len();
                     kept.push(fetched);
                 }
                 // Control, aborted or emptied by compaction: nothing to send, the position moves.
@@ -615,7 +627,7 @@ impl Session {
                 Err(e) => {
                     // Forward what came before the bad batch, then stop the partition.
                     if !kept.is_empty() {
-                        self.emit(tp.clone(), kept, next, data.high_watermark, bytes)
+                        self.emit(tp.clone(), kept, next, data.high_watermark, permit)
                             .await;
                     }
                     return self
@@ -625,7 +637,7 @@ impl Session {
             }
         }
         if next > offset {
-            self.emit(tp, kept, next, data.high_watermark, bytes).await;
+            self.emit(tp, kept, next, data.high_watermark, permit).await;
         }
     }
 
@@ -635,12 +647,8 @@ impl Session {
         batches: Vec<Fetched>,
         next_offset: i64,
         high_watermark: i64,
-        bytes: usize,
+        permit: &Arc<OwnedSemaphorePermit>,
     ) {
-        let want = bytes.min(self.config.buffer_bytes) as u32;
-        let Ok(permit) = self.budget.clone().acquire_many_owned(want).await else {
-            return;
-        };
         if let Some(p) = self.parts.get_mut(&tp) {
             p.offset = next_offset;
         }
@@ -649,7 +657,7 @@ impl Session {
             batches,
             next_offset,
             high_watermark,
-            permit,
+            permit: permit.clone(),
         };
         let _ = self.events.send(FetchEvent::Chunk(chunk)).await;
     }

@@ -79,7 +79,8 @@ struct Entry {
     seq: Option<i32>,
     /// Positions this entry commits, when it is a progress record batch.
     commits: Vec<(usize, Position)>,
-    _permit: Option<OwnedSemaphorePermit>,
+    /// The Fetch responses whose buffers this entry's batches hold (`fetch::Chunk::permit`).
+    _permits: Vec<Arc<OwnedSemaphorePermit>>,
 }
 
 struct Part {
@@ -320,7 +321,7 @@ impl Engine {
             batches,
             next_offset,
             high_watermark,
-            mut permit,
+            permit,
             ..
         } = chunk;
         let coalesce_bytes = self.config.coalesce_bytes;
@@ -328,9 +329,7 @@ impl Engine {
         part.high_watermark = high_watermark;
         let mut last = None;
         for fetched in batches {
-            let bytes = fetched.batch.len().min(permit.num_permits());
             last = Some(fetched.source_next);
-            let share = permit.split(bytes);
             // Behind a batch not sent yet, a small one it can take along joins it.
             if let Some(back) = part.queue.back_mut().filter(|e| {
                 e.seq.is_none()
@@ -343,9 +342,8 @@ impl Engine {
                 back.bytes += fetched.batch.len();
                 back.more.push(fetched.batch);
                 back.source_next = fetched.source_next;
-                match (&mut back._permit, share) {
-                    (Some(held), Some(share)) => held.merge(share),
-                    (held, share) => *held = held.take().or(share),
+                if !back._permits.iter().any(|p| Arc::ptr_eq(p, &permit)) {
+                    back._permits.push(permit.clone());
                 }
                 continue;
             }
@@ -357,7 +355,7 @@ impl Engine {
                 more: Vec::new(),
                 seq: None,
                 commits: Vec::new(),
-                _permit: share,
+                _permits: vec![permit.clone()],
             });
         }
         if last != Some(next_offset) {
@@ -369,7 +367,7 @@ impl Engine {
                 source_next: next_offset,
                 seq: None,
                 commits: Vec::new(),
-                _permit: Some(permit),
+                _permits: vec![permit],
             });
         }
     }
@@ -402,7 +400,7 @@ impl Engine {
             more: Vec::new(),
             seq: None,
             commits: changed,
-            _permit: None,
+            _permits: Vec::new(),
         });
     }
 
@@ -847,12 +845,12 @@ fn merge_front(part: &mut Part) {
                     more: Vec::new(),
                     seq: None,
                     commits: Vec::new(),
-                    _permit: None,
+                    _permits: Vec::new(),
                 })
                 .collect();
             if let Some(tail) = split.last_mut() {
                 tail.source_next = last.source_next;
-                tail._permit = last._permit;
+                tail._permits = last._permits;
             }
             for e in split.into_iter().rev() {
                 part.queue.push_front(e);
