@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Request, StrBytes, VersionRange};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use super::buffer_pool;
 use super::codec::{self, MAX_FRAME_BYTES};
 use super::error::KafkaError;
 use super::frame::Frame;
@@ -285,20 +286,56 @@ fn queue<R: Request>(
     })
 }
 
+/// Hands a response frame to the request waiting for it.
+fn deliver(pending: &Mutex<Pending>, frame: Bytes) -> Result<(), String> {
+    let Some(id) = codec::correlation_id(&frame) else {
+        return Err("frame without correlation id".into());
+    };
+    match pending.lock().unwrap().waiters.remove(&id) {
+        Some(waiter) => {
+            let _ = waiter.send(Ok(frame));
+            Ok(())
+        }
+        None => Err(format!("response with unknown correlation id {id}")),
+    }
+}
+
+/// The length of the large frame `buf` starts, when `buf` does not hold all of it yet: that
+/// frame is read into a buffer of its own ([`buffer_pool`](super::buffer_pool)).
+fn large_frame(buf: &[u8]) -> Option<usize> {
+    let len = usize::try_from(i32::from_be_bytes(*buf.first_chunk::<4>()?)).ok()?;
+    (buffer_pool::POOLED_FRAME_BYTES..=MAX_FRAME_BYTES)
+        .contains(&len)
+        .then_some(len)
+        .filter(|len| buf.len() < 4 + len)
+}
+
 async fn read_loop(read: &mut tokio::net::tcp::OwnedReadHalf, pending: &Mutex<Pending>) -> String {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         loop {
+            if let Some(len) = large_frame(&buf) {
+                buf.advance(4);
+                let mut body = buffer_pool::take(len);
+                body.extend_from_slice(&buf);
+                buf.clear();
+                while body.len() < len {
+                    let rest = len - body.len();
+                    match read.read_buf(&mut (&mut body).limit(rest)).await {
+                        Ok(0) => return "closed by broker".into(),
+                        Ok(_) => {}
+                        Err(e) => return format!("read failed: {e}"),
+                    }
+                }
+                if let Err(e) = deliver(pending, buffer_pool::freeze(body)) {
+                    return e;
+                }
+                continue;
+            }
             match codec::decode_frame(&mut buf, MAX_FRAME_BYTES) {
                 Ok(Some(frame)) => {
-                    let Some(id) = codec::correlation_id(&frame) else {
-                        return "frame without correlation id".into();
-                    };
-                    match pending.lock().unwrap().waiters.remove(&id) {
-                        Some(waiter) => {
-                            let _ = waiter.send(Ok(frame));
-                        }
-                        None => return format!("response with unknown correlation id {id}"),
+                    if let Err(e) = deliver(pending, frame) {
+                        return e;
                     }
                 }
                 Ok(None) => break,

@@ -3,6 +3,7 @@
 //! from the `kafka-protocol` crate; this module owns how they travel.
 
 pub mod backoff;
+pub mod buffer_pool;
 pub mod cluster;
 pub mod codec;
 pub mod connection;
