@@ -8,27 +8,29 @@
 #   --records N   records of 1 KiB preloaded per variant (default 1048576, i.e. 1 GiB)
 #   --quick       --runs 1 --records 150000 and short latency windows, unless given explicitly
 #   --out DIR     where results.jsonl, table.md and the logs go (default: a new temp dir)
-#   --only LIST   comma-separated replicators to run: strait,mm2-default,mm2-tuned (default all)
+#   --only LIST   comma-separated replicators to run: strait,strait-coalesce,mm2-default,mm2-tuned
+#                 (default all; strait-coalesce is strait with produce.coalesce.bytes = 262144)
 #   --no-latency  skip the end-to-end latency phase
 #
-# Steps: build strait (release); start the source and target brokers (full JIT, 1 GiB heap);
+# Steps: build strait (the static musl release binary); start the source and target brokers (full JIT, 1 GiB heap);
 # preload the source topics bench-none / bench-lz4 / bench-small (6 partitions, 1 KiB JSON-like
 # records, 128 KiB batches none / lz4, and ~5 KiB batches none); measure the brokers' limits
-# (ProducerPerformance into the target, acks=all, same batching as the preload; and
+# (two ProducerPerformance at once into the target, acks=all, same batching as the preload; and
 # ConsumerPerformance from the source); time each replicator's catch-up until the remote topic
 # on the target holds every record (fresh cluster aliases per run, so MM2 state and remote topics
 # never collide; removed after each run); then end-to-end latency at a steady ~20% of strait's
 # catch-up rate. scripts/bench/report.py prints the table from results.jsonl.
 #
 # Environment: SOURCE_PORT / TARGET_PORT (default 39092 / 49092), STRAIT_KAFKA_JAVA_OPTS (broker
-# JVM options; default full JIT and a 1 GiB heap), STRAIT_CACHE (as for scripts/kafka.sh).
+# JVM options; default full JIT and a 1 GiB heap), STRAIT_CACHE (as for scripts/kafka.sh),
+# STRAIT_BIN (a strait binary to measure instead of building one).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 KAFKA="$HERE/kafka.sh"
 MM2="$HERE/mm2.sh"
 
-RUNS="" RECORDS="" QUICK=0 OUT="" ONLY="strait,mm2-default,mm2-tuned" LATENCY=1
+RUNS="" RECORDS="" QUICK=0 OUT="" ONLY="strait,strait-coalesce,mm2-default,mm2-tuned" LATENCY=1
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --runs) RUNS="$2"; shift 2 ;;
@@ -49,7 +51,7 @@ fi
 [[ "$RUNS" =~ ^[1-9][0-9]*$ && "$RECORDS" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: bad --runs/--records" >&2; exit 2; }
 IFS=, read -r -a REPLICATORS <<<"$ONLY"
 for r in "${REPLICATORS[@]}"; do
-    case "$r" in strait|mm2-default|mm2-tuned) ;; *) echo "bench.sh: unknown replicator $r" >&2; exit 2 ;; esac
+    case "$r" in strait|strait-coalesce|mm2-default|mm2-tuned) ;; *) echo "bench.sh: unknown replicator $r" >&2; exit 2 ;; esac
 done
 
 PARTITIONS=6
@@ -89,9 +91,16 @@ now_ms() { date +%s%3N; }
 # --- set-up ------------------------------------------------------------------------------------
 
 log "output: $OUT"
-log "building strait (release)"
-(cd "$ROOT" && cargo build --release --quiet)
-STRAIT="$ROOT/target/release/strait"
+if [[ -n "${STRAIT_BIN:-}" ]]; then
+    STRAIT="$STRAIT_BIN"
+else
+    # The binary strait ships: static, musl's allocator.
+    log "building strait (release, x86_64-unknown-linux-musl)"
+    rustup target list --installed | grep -qx x86_64-unknown-linux-musl \
+        || rustup target add x86_64-unknown-linux-musl
+    (cd "$ROOT" && cargo build --release --target x86_64-unknown-linux-musl --quiet)
+    STRAIT="$ROOT/target/x86_64-unknown-linux-musl/release/strait"
+fi
 
 log "fetching Kafka jars (cached after the first run)"
 CP="$("$KAFKA" classpath)"
@@ -128,10 +137,11 @@ batch_props_of() {
     if [[ "$1" == small ]]; then echo "batch.size=5120 linger.ms=0"; else echo "batch.size=131072 linger.ms=10"; fi
 }
 
-# producer_perf BOOTSTRAP TOPIC VARIANT: ProducerPerformance, acks=all; prints its summary line.
+# producer_perf BOOTSTRAP TOPIC VARIANT [RECORDS]: ProducerPerformance, acks=all; prints its
+# summary line.
 producer_perf() {
     # shellcheck disable=SC2046 # the batch properties are separate words
-    jrun org.apache.kafka.tools.ProducerPerformance --topic "$2" --num-records "$RECORDS" \
+    jrun org.apache.kafka.tools.ProducerPerformance --topic "$2" --num-records "${4:-$RECORDS}" \
         --payload-file "$PAYLOADS" --throughput -1 --producer-props "bootstrap.servers=$1" acks=all \
         "compression.type=$(codec_of "$3")" $(batch_props_of "$3") buffer.memory=134217728 \
         2>>"$OUT/logs/perf.err" | tail -n 1
@@ -163,13 +173,25 @@ done
 
 # --- the brokers' own limits -------------------------------------------------------------------
 
+# Two producers at once: one Java producer is client-bound (it builds, and for lz4 compresses,
+# every record) well below what the broker takes. Their rates add up (they run side by side).
+INGEST_PRODUCERS=2
 ingest_limit() { # VARIANT RUN
-    local v="$1" run="$2" topic="limit-$1-$2" line rps
+    local v="$1" run="$2" topic="limit-$1-$2" line rps="" i pids=() one
     tool create "$TARGET" --topic "$topic" --partitions "$PARTITIONS"
-    line="$(producer_perf "$TARGET" "$topic" "$v")"
-    # "N records sent, X records/sec (Y MB/sec), ..."
-    rps="$(sed -n 's/^[0-9]* records sent, \([0-9.]*\) records\/sec.*/\1/p' <<<"$line")"
-    log "  ingest $v run $run: ${rps:-?} records/s"
+    for i in $(seq 1 "$INGEST_PRODUCERS"); do
+        producer_perf "$TARGET" "$topic" "$v" $((RECORDS / INGEST_PRODUCERS)) >"$WORK/ingest.$i" &
+        pids+=($!)
+    done
+    for i in "${pids[@]}"; do wait "$i" || true; done
+    for i in $(seq 1 "$INGEST_PRODUCERS"); do
+        line="$(cat "$WORK/ingest.$i")"
+        # "N records sent, X records/sec (Y MB/sec), ..."
+        one="$(sed -n 's/^[0-9]* records sent, \([0-9.]*\) records\/sec.*/\1/p' <<<"$line")"
+        [[ -n "$one" ]] || { rps=""; break; }
+        rps="$(python3 -c "print(${rps:-0} + $one)")"
+    done
+    log "  ingest $v run $run: ${rps:-?} records/s ($INGEST_PRODUCERS producers)"
     [[ -n "$rps" ]] && emit "{\"kind\":\"limit\",\"limit\":\"ingest\",\"variant\":\"$v\",\"run\":$run,\"records_per_s\":$rps}"
     tool delete "$TARGET" --regex "$topic" >/dev/null
 }
@@ -206,9 +228,10 @@ write_config() {
         echo "$a->$t.enabled = true"
         echo "$a->$t.topics = $topic"
         echo "replication.factor = 1"
-        if [[ "$r" == strait ]]; then
+        if [[ "$r" == strait* ]]; then
             echo "internal.topic.replication.factor = 1"
-            return
+            [[ "$r" != strait-coalesce ]] || echo "produce.coalesce.bytes = 262144"
+            return 0
         fi
         echo "checkpoints.topic.replication.factor = 1"
         echo "heartbeats.topic.replication.factor = 1"
@@ -242,7 +265,7 @@ write_config() {
 launch() {
     local r="$1" cfg="$2" logf="$3" t
     t="$(now_ms)"
-    if [[ "$r" == strait ]]; then
+    if [[ "$r" == strait* ]]; then
         "$STRAIT" run "$cfg" >"$logf" 2>&1 &
     else
         local clusters
@@ -275,7 +298,9 @@ remove_run_topics() { # SRC_ALIAS TGT_ALIAS [SOURCE_TOPIC]
     tool delete "$SOURCE" --regex ".*$2.*${3:+|$3}" >/dev/null || true
 }
 
-short_of() { case "$1" in strait) echo st ;; mm2-default) echo md ;; mm2-tuned) echo mt ;; esac; }
+short_of() {
+    case "$1" in strait) echo st ;; strait-coalesce) echo sc ;; mm2-default) echo md ;; mm2-tuned) echo mt ;; esac
+}
 
 catchup() { # REPLICATOR VARIANT RUN
     local r="$1" v="$2" run="$3" a t tag cfg remote watch_out watch_pid rc line tbytes
@@ -360,7 +385,8 @@ if ((LATENCY)); then
     log "end-to-end latency at $rate records/s (~20% of strait's catch-up, variant none)"
     for run in $(seq 1 "$RUNS"); do
         for r in "${REPLICATORS[@]}"; do
-            latency_run "$r" "$run" "$rate"
+            # Coalescing only acts on a backlog; at a steady load it is plain strait.
+            [[ "$r" == strait-coalesce ]] || latency_run "$r" "$run" "$rate"
         done
     done
 fi
