@@ -12,14 +12,15 @@
 #                 (default all; strait-coalesce is strait with produce.coalesce.bytes = 262144)
 #   --no-latency  skip the end-to-end latency phase
 #
-# Steps: build strait (the static musl release binary); start the source and target brokers (full JIT, 1 GiB heap);
-# preload the source topics bench-none / bench-lz4 / bench-small (6 partitions, 1 KiB JSON-like
-# records, 128 KiB batches none / lz4, and ~5 KiB batches none); measure the brokers' limits
-# (two ProducerPerformance at once into the target, acks=all, same batching as the preload; and
-# ConsumerPerformance from the source); time each replicator's catch-up until the remote topic
-# on the target holds every record (fresh cluster aliases per run, so MM2 state and remote topics
-# never collide; removed after each run); then end-to-end latency at a steady ~20% of strait's
-# catch-up rate. scripts/bench/report.py prints the table from results.jsonl.
+# Steps: build strait (the static musl release binary); start the source and target brokers
+# (full JIT, 1 GiB heap); preload the source topics bench-none / bench-lz4 / bench-small (6
+# partitions, 1 KiB JSON-like records, 128 KiB batches none / lz4, and ~5 KiB batches none);
+# measure the brokers' limits (two ProducerPerformance at once into the target, acks=all, same
+# batching as the preload; and ConsumerPerformance from the source); time each replicator's
+# catch-up until the remote topic on the target holds every record (fresh cluster aliases per
+# run, so MM2 state and remote topics never collide; removed after each run); then end-to-end
+# latency at a steady ~20% of strait's catch-up rate. scripts/bench/report.py prints the table
+# from results.jsonl.
 #
 # Environment: SOURCE_PORT / TARGET_PORT (default 39092 / 49092), STRAIT_KAFKA_JAVA_OPTS (broker
 # JVM options; default full JIT and a 1 GiB heap), STRAIT_CACHE (as for scripts/kafka.sh),
