@@ -19,8 +19,8 @@
 # batching as the preload; and ConsumerPerformance from the source); time each replicator's
 # catch-up until the remote topic on the target holds every record (fresh cluster aliases per
 # run, so MM2 state and remote topics never collide; removed after each run); then end-to-end
-# latency at a steady ~20% of strait's catch-up rate. scripts/bench/report.py prints the table
-# from results.jsonl.
+# latency at a steady ~20% of the slowest replicator's catch-up rate. scripts/bench/report.py
+# prints the table from results.jsonl.
 #
 # Environment: SOURCE_PORT / TARGET_PORT (default 39092 / 49092), STRAIT_KAFKA_JAVA_OPTS (broker
 # JVM options; default full JIT and a 1 GiB heap), STRAIT_CACHE (as for scripts/kafka.sh),
