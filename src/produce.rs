@@ -167,6 +167,10 @@ pub struct Engine {
     syncs: mpsc::UnboundedSender<OffsetSync>,
 }
 
+/// `produce.coalesce.bytes` merges batches of at most this fraction of it: re-framing the
+/// records of a batch already near the target size costs more than the batch does.
+const COALESCE_SMALL: usize = 16;
+
 /// Requests in flight per target broker (the Java producer's max.in.flight per connection).
 const BROKER_IN_FLIGHT: usize = 5;
 
@@ -325,6 +329,8 @@ impl Engine {
             ..
         } = chunk;
         let coalesce_bytes = self.config.coalesce_bytes;
+        // Only batches far below the target size are worth re-framing.
+        let small = |b: &RawBatch| b.len().saturating_mul(COALESCE_SMALL) <= coalesce_bytes;
         let part = &mut self.parts[i];
         part.high_watermark = high_watermark;
         let mut last = None;
@@ -335,8 +341,9 @@ impl Engine {
                 e.seq.is_none()
                     && e.bytes + fetched.batch.len() <= coalesce_bytes
                     && fetched.offset_deltas.is_none()
+                    && small(&fetched.batch)
                     && e.batch.as_ref().is_some_and(|first| {
-                        fetched.batch.can_follow(e.more.last().unwrap_or(first))
+                        small(first) && fetched.batch.can_follow(e.more.last().unwrap_or(first))
                     })
             }) {
                 back.bytes += fetched.batch.len();

@@ -1562,9 +1562,9 @@ pub static KEYS: &[KeySpec] = &[
     .toml("produce_coalesce_bytes")
     .strait()
     .doc(
-        "Merge consecutive small uncompressed batches of a partition, while they wait for \
-             the target, into batches of up to this many bytes: fewer, larger batches for a \
-             source written in tiny ones. Records are re-framed (new offset and timestamp \
+        "Merge consecutive small uncompressed batches of a partition (each at most 1/16 of \
+             this), while they wait for the target, into batches of up to this many bytes: \
+             fewer, larger batches for a source written in tiny ones. Records are re-framed (new offset and timestamp \
              deltas), their keys, values and headers kept byte for byte; compressed, \
              transactional and compacted batches always go as they are. 0 forwards every \
              batch as it is.",
