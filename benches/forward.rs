@@ -10,6 +10,10 @@
 //! files); one core (the benchmark runs on one thread). `decode/<file>` and
 //! `decode+split+verify/<file>` are its first steps alone, to show where the time goes.
 //!
+//! `coalesce/<file>` merges each partition's batches of the uncompressed captures into batches
+//! of up to 256 KiB (`produce.coalesce.bytes = 262144`), re-framing their records: the cost
+//! of the opt-in path for sources written in tiny batches, per byte of records.
+//!
 //! `offset_map/*` records 100 000 forwarded batches into a fresh `OffsetMap`: contiguous, with
 //! a gap after every batch (aborted transactions, transaction markers), and with holes inside
 //! every batch (compaction).
@@ -25,7 +29,7 @@ use bytes::{Buf, Bytes};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProduceRequest};
 use kafka_protocol::protocol::Message;
-use strait::batch::{split_batches, ProducerStamp, RawBatch};
+use strait::batch::{coalesce as merge, split_batches, ProducerStamp, RawBatch};
 use strait::kafka::codec::decode_response;
 use strait::kafka::produce_request::{self, TopicData};
 use strait::offset_map::{Forwarded, OffsetMap};
@@ -182,6 +186,50 @@ fn forward(c: &mut Criterion) {
     group.finish();
 }
 
+/// Merges consecutive batches of each partition into batches of up to `limit` bytes, as the
+/// produce engine does with `produce.coalesce.bytes`. Returns the merged batches' bytes.
+fn coalesced(partitions: &Partitions, limit: usize) -> usize {
+    let mut out = 0;
+    for (_, _, _, batches) in partitions {
+        let mut start = 0;
+        while start < batches.len() {
+            let mut end = start + 1;
+            let mut size = batches[start].len();
+            while end < batches.len()
+                && size + batches[end].len() <= limit
+                && batches[end].can_follow(&batches[end - 1])
+            {
+                size += batches[end].len();
+                end += 1;
+            }
+            out += merge(&batches[start], &batches[start + 1..end])
+                .unwrap()
+                .len();
+            start = end;
+        }
+    }
+    out
+}
+
+fn coalesce(c: &mut Criterion) {
+    let mut group = c.benchmark_group("coalesce");
+    for capture in captures()
+        .into_iter()
+        .filter(|c| c.name.starts_with("none"))
+    {
+        let id = format!("{}.v{}", capture.name, capture.version);
+        let response = decode_response::<FetchRequest>(capture.frame.clone(), capture.version);
+        let partitions = split_and_verify(response.unwrap());
+        let merged = coalesced(&partitions, 262_144);
+        assert!(merged >= capture.records_bytes as usize);
+        group.throughput(Throughput::Bytes(capture.records_bytes));
+        group.bench_with_input(BenchmarkId::new("256KiB", &id), &partitions, |b, parts| {
+            b.iter(|| coalesced(black_box(parts), 262_144))
+        });
+    }
+    group.finish();
+}
+
 const BATCHES: i64 = 100_000;
 const RECORDS: i64 = 10;
 
@@ -240,6 +288,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = forward, offset_map
+    targets = forward, coalesce, offset_map
 }
 criterion_main!(benches);
