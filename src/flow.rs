@@ -99,24 +99,27 @@ async fn run_flow(
     let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();
     // Start-up is a handful of round trips to two clusters that do not depend on each other:
     // issued together, the first record leaves after the slowest of them, not their sum.
+    // The progress topic is read back if it exists. A first start has nothing to restore and
+    // creates it once replication runs (its first commit is an interval away), so that its
+    // creation does not queue at the controller ahead of the remote topics'.
     let restore_progress = async {
-        ensure_internal_topic(
-            &target,
-            TopicSpec {
-                name: progress_topic.clone(),
-                partitions: 1,
-                replication_factor: flow.internal_replication_factor,
-                configs: vec![("cleanup.policy".into(), "compact".into())],
-            },
-        )
-        .await?;
-        progress::load(&target, &progress_topic).await
+        let found = target
+            .metadata(Some(std::slice::from_ref(&progress_topic)))
+            .await?;
+        if found
+            .iter()
+            .any(|t| t.name == progress_topic && t.error_code == 0)
+        {
+            Ok((progress::load(&target, &progress_topic).await?, false))
+        } else {
+            Ok((HashMap::new(), true))
+        }
     };
     // The first discovery (source metadata, remote topics created on the target) too; its
     // errors are handled below like those of every later discovery.
     let first_discovery =
         async { Ok::<_, KafkaError>(discover(&flow, &source, &target, &HashMap::new()).await) };
-    let (resume, written, engine, first_discovery) = tokio::try_join!(
+    let ((resume, mut create_progress), written, engine, first_discovery) = tokio::try_join!(
         restore_progress,
         offset_sync::load(&syncs_cluster, &syncs_topic),
         Engine::new(
@@ -239,6 +242,19 @@ async fn run_flow(
                 tracing::warn!(flow = %name, error = %e, "topic discovery failed; retrying at the next refresh")
             }
             Some(Ok(_)) | None => {}
+        }
+        if create_progress {
+            create_progress = false;
+            let spec = TopicSpec {
+                name: progress_topic.clone(),
+                partitions: 1,
+                replication_factor: flow.internal_replication_factor,
+                configs: vec![("cleanup.policy".into(), "compact".into())],
+            };
+            if let Err(e) = ensure_internal_topic(&target, spec).await {
+                error = Some(fail(e));
+                break;
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
