@@ -383,7 +383,7 @@ latency_run() { # REPLICATOR RUN RATE
 
 if ((LATENCY)); then
     rate="$(python3 "$HERE/bench/report.py" --latency-rate "$RESULTS")"
-    log "end-to-end latency at $rate records/s (~20% of strait's catch-up, variant none)"
+    log "end-to-end latency at $rate records/s (~20% of the slowest replicator's catch-up, variant none)"
     for run in $(seq 1 "$RUNS"); do
         for r in "${REPLICATORS[@]}"; do
             # Coalescing only acts on a backlog; at a steady load it is plain strait.
