@@ -83,6 +83,27 @@ struct Entry {
     _permits: Vec<Arc<OwnedSemaphorePermit>>,
 }
 
+impl Entry {
+    /// An entry not sent yet: `batch` (or none, for a position-only entry) up to
+    /// `source_next`, holding `permits`.
+    fn new(
+        batch: Option<RawBatch>,
+        source_next: i64,
+        permits: Vec<Arc<OwnedSemaphorePermit>>,
+    ) -> Entry {
+        Entry {
+            bytes: batch.as_ref().map_or(0, RawBatch::len),
+            batch,
+            more: Vec::new(),
+            source_next,
+            offset_deltas: None,
+            seq: None,
+            commits: Vec::new(),
+            _permits: permits,
+        }
+    }
+}
+
 struct Part {
     source: TopicPartition,
     target: TopicPartition,
@@ -355,27 +376,17 @@ impl Engine {
                 continue;
             }
             part.queue.push_back(Entry {
-                source_next: fetched.source_next,
                 offset_deltas: fetched.offset_deltas,
-                bytes: fetched.batch.len(),
-                batch: Some(fetched.batch),
-                more: Vec::new(),
-                seq: None,
-                commits: Vec::new(),
-                _permits: vec![permit.clone()],
+                ..Entry::new(
+                    Some(fetched.batch),
+                    fetched.source_next,
+                    vec![permit.clone()],
+                )
             });
         }
         if last != Some(next_offset) {
-            part.queue.push_back(Entry {
-                batch: None,
-                more: Vec::new(),
-                bytes: 0,
-                offset_deltas: None,
-                source_next: next_offset,
-                seq: None,
-                commits: Vec::new(),
-                _permits: vec![permit],
-            });
+            part.queue
+                .push_back(Entry::new(None, next_offset, vec![permit]));
         }
     }
 
@@ -400,14 +411,8 @@ impl Engine {
         let batch = progress::encode(&records, now_ms());
         let part = &mut self.parts[self.progress_part];
         part.queue.push_back(Entry {
-            source_next: -1,
-            offset_deltas: None,
-            bytes: batch.len(),
-            batch: Some(batch),
-            more: Vec::new(),
-            seq: None,
             commits: changed,
-            _permits: Vec::new(),
+            ..Entry::new(Some(batch), -1, Vec::new())
         });
     }
 
@@ -844,15 +849,9 @@ fn merge_front(part: &mut Part) {
             };
             let mut split: Vec<Entry> = std::iter::once(first)
                 .chain(more)
-                .map(|b| Entry {
-                    source_next: b.next_offset(),
-                    offset_deltas: None,
-                    bytes: b.len(),
-                    batch: Some(b),
-                    more: Vec::new(),
-                    seq: None,
-                    commits: Vec::new(),
-                    _permits: Vec::new(),
+                .map(|b| {
+                    let next = b.next_offset();
+                    Entry::new(Some(b), next, Vec::new())
                 })
                 .collect();
             if let Some(tail) = split.last_mut() {
