@@ -46,19 +46,8 @@ fn assert_replicated(
     remote: &str,
     partitions: i32,
 ) {
-    let want = kafka::dump(source, topic);
-    let have = kafka::dump_with(target, remote, &["--isolation", "read_uncommitted"]);
-    assert_eq!(have.len(), want.len(), "{remote}: record count");
-    let (want, have) = (by_partition(&want), by_partition(&have));
+    assert_same_records(source, target, topic, remote, partitions);
     for p in 0..partitions {
-        let (w, h) = (
-            want.get(&p).cloned().unwrap_or_default(),
-            have.get(&p).cloned().unwrap_or_default(),
-        );
-        assert_eq!(h.len(), w.len(), "{remote}-{p}: record count");
-        for (i, (a, b)) in w.iter().zip(&h).enumerate() {
-            assert_eq!(a, b, "{remote}-{p}: record #{i} differs");
-        }
         // Compaction can leave empty batches behind: they carry nothing to replicate.
         let src: Vec<_> = raw_batches(source, &TopicPartition::new(topic, p))
             .into_iter()
@@ -84,6 +73,31 @@ fn assert_replicated(
             );
             assert!(!d.is_transactional() && !d.is_control());
             d.verify_crc().unwrap();
+        }
+    }
+}
+
+/// The target topic holds exactly the committed source records, partition by partition and
+/// in order (Java consumer on both sides): timestamps, keys, values and headers.
+fn assert_same_records(
+    source: &Cluster,
+    target: &Cluster,
+    topic: &str,
+    remote: &str,
+    partitions: i32,
+) {
+    let want = kafka::dump(source, topic);
+    let have = kafka::dump_with(target, remote, &["--isolation", "read_uncommitted"]);
+    assert_eq!(have.len(), want.len(), "{remote}: record count");
+    let (want, have) = (by_partition(&want), by_partition(&have));
+    for p in 0..partitions {
+        let (w, h) = (
+            want.get(&p).cloned().unwrap_or_default(),
+            have.get(&p).cloned().unwrap_or_default(),
+        );
+        assert_eq!(h.len(), w.len(), "{remote}-{p}: record count");
+        for (i, (a, b)) in w.iter().zip(&h).enumerate() {
+            assert_eq!(a, b, "{remote}-{p}: record #{i} differs");
         }
     }
 }
@@ -340,13 +354,8 @@ fn small_batches_coalesced_on_request() {
     }
 
     let remote = format!("src.{small}");
-    let want = by_partition(&kafka::dump(source, &small));
-    let have = by_partition(&kafka::dump(target, &remote));
+    assert_same_records(source, target, &small, &remote, 2);
     for p in 0..2 {
-        assert_eq!(have[&p].len(), want[&p].len(), "{remote}-{p}: record count");
-        for (i, (a, b)) in want[&p].iter().zip(&have[&p]).enumerate() {
-            assert_eq!(a, b, "{remote}-{p}: record #{i} differs");
-        }
         let src = raw_batches(source, &TopicPartition::new(small.as_str(), p));
         let dst = raw_batches(target, &TopicPartition::new(remote.as_str(), p));
         println!(
