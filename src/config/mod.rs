@@ -1564,10 +1564,10 @@ pub static KEYS: &[KeySpec] = &[
     .doc(
         "Merge consecutive small uncompressed batches of a partition (each at most 1/16 of \
              this), while they wait for the target, into batches of up to this many bytes: \
-             fewer, larger batches for a source written in tiny ones. Records are re-framed (new offset and timestamp \
-             deltas), their keys, values and headers kept byte for byte; compressed, \
-             transactional and compacted batches always go as they are. 0 forwards every \
-             batch as it is.",
+             fewer, larger batches for a source written in tiny ones. Records are re-framed \
+             (new offset and timestamp deltas), their keys, values and headers kept byte for \
+             byte; compressed, transactional and compacted batches always go as they are. 0 \
+             forwards every batch as it is.",
     ),
     // --- flows: MM2 plumbing strait replaces ---
     KeySpec::new(
