@@ -21,7 +21,7 @@ use crate::mm2::{self, Checkpoint};
 use crate::now_ms;
 use crate::offset_map::OffsetMap;
 use crate::policy::ReplicationPolicy;
-use crate::topic_sync::{ensure_internal_topic, TopicSpec};
+use crate::topic_sync::ensure_internal_topic;
 
 /// The offset maps of a flow, by source partition: written by the produce engine as the
 /// target acknowledges batches, read here.
@@ -47,16 +47,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), KafkaError> {
     let topic = config.policy.checkpoints_topic(&config.source_alias);
-    ensure_internal_topic(
-        &target,
-        TopicSpec {
-            name: topic.clone(),
-            partitions: 1,
-            replication_factor: config.replication_factor,
-            configs: vec![("cleanup.policy".into(), "compact".into())],
-        },
-    )
-    .await?;
+    ensure_internal_topic(&target, &topic, config.replication_factor).await?;
     let tp = TopicPartition::new(topic.as_str(), 0);
     let mut emitted: HashMap<(String, TopicPartition), Checkpoint> = HashMap::new();
     let mut tick = tokio::time::interval(config.interval);

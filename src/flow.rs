@@ -245,13 +245,8 @@ async fn run_flow(
         }
         if create_progress {
             create_progress = false;
-            let spec = TopicSpec {
-                name: progress_topic.clone(),
-                partitions: 1,
-                replication_factor: flow.internal_replication_factor,
-                configs: vec![("cleanup.policy".into(), "compact".into())],
-            };
-            if let Err(e) = ensure_internal_topic(&target, spec).await {
+            let rf = flow.internal_replication_factor;
+            if let Err(e) = ensure_internal_topic(&target, &progress_topic, rf).await {
                 error = Some(fail(e));
                 break;
             }

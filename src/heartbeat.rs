@@ -12,7 +12,7 @@ use crate::appender::append;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::{self, Heartbeat};
 use crate::now_ms;
-use crate::topic_sync::{ensure_internal_topic, TopicSpec};
+use crate::topic_sync::ensure_internal_topic;
 
 /// Where and how often one flow's heartbeats are written.
 #[derive(Debug, Clone)]
@@ -32,16 +32,7 @@ pub async fn run(
     target: Arc<Cluster>,
     shutdown: CancellationToken,
 ) -> Result<(), KafkaError> {
-    ensure_internal_topic(
-        &target,
-        TopicSpec {
-            name: config.topic.clone(),
-            partitions: 1,
-            replication_factor: config.replication_factor,
-            configs: vec![("cleanup.policy".into(), "compact".into())],
-        },
-    )
-    .await?;
+    ensure_internal_topic(&target, &config.topic, config.replication_factor).await?;
     let tp = TopicPartition::new(config.topic.as_str(), 0);
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

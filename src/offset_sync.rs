@@ -16,7 +16,7 @@ use crate::fetch::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::{self, OffsetSync};
 use crate::now_ms;
-use crate::topic_sync::{ensure_internal_topic, TopicSpec};
+use crate::topic_sync::ensure_internal_topic;
 
 /// Reads `topic` back (to its current end) and gives the syncs of each source partition in
 /// the order they were written; a missing topic gives none. Records that are not
@@ -53,16 +53,7 @@ pub async fn run(
     mut syncs: mpsc::UnboundedReceiver<OffsetSync>,
     shutdown: CancellationToken,
 ) -> Result<(), KafkaError> {
-    ensure_internal_topic(
-        &cluster,
-        TopicSpec {
-            name: topic.clone(),
-            partitions: 1,
-            replication_factor,
-            configs: vec![("cleanup.policy".into(), "compact".into())],
-        },
-    )
-    .await?;
+    ensure_internal_topic(&cluster, &topic, replication_factor).await?;
     let tp = TopicPartition::new(topic.as_str(), 0);
     let mut pending: Vec<OffsetSync> = Vec::new();
     loop {

@@ -133,10 +133,21 @@ pub async fn ensure_topics(
     Ok(created)
 }
 
-/// Creates one of strait's internal topics. A cluster with fewer brokers than the internal
-/// replication factor (MM2's default is 3; a one-broker test cluster has 1) gets a topic
-/// with one replica per broker and a warning, rather than no replication at all.
-pub async fn ensure_internal_topic(target: &Cluster, spec: TopicSpec) -> Result<(), KafkaError> {
+/// Creates one of strait's internal topics (MM2's and its own): one partition, compacted. A
+/// cluster with fewer brokers than the internal replication factor (MM2's default is 3; a
+/// one-broker test cluster has 1) gets a topic with one replica per broker and a warning,
+/// rather than no replication at all.
+pub async fn ensure_internal_topic(
+    target: &Cluster,
+    name: &str,
+    replication_factor: i16,
+) -> Result<(), KafkaError> {
+    let spec = TopicSpec {
+        name: name.to_string(),
+        partitions: 1,
+        replication_factor,
+        configs: vec![("cleanup.policy".into(), "compact".into())],
+    };
     match ensure_topics(target, std::slice::from_ref(&spec)).await {
         Err(KafkaError::Broker {
             code: ResponseError::InvalidReplicationFactor,
