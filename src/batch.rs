@@ -18,6 +18,8 @@ use std::fmt;
 
 use bytes::{BufMut, Bytes};
 
+use crate::crc;
+
 /// Size of the fixed v2 batch header (`DefaultRecordBatch.RECORD_BATCH_OVERHEAD`).
 pub const HEADER_LEN: usize = 61;
 
@@ -406,19 +408,22 @@ impl RawBatch {
     }
 
     /// This batch as it leaves for the target: a new header with strait's producer
-    /// identity and a recomputed CRC, followed by the records bytes of the source batch,
-    /// shared, not copied (the CRC is continued over them in place).
+    /// identity and a patched CRC, followed by the records bytes of the source batch,
+    /// shared, not copied.
     ///
     /// The base offset becomes 0, as Produce requires; leader epoch, offset deltas and
     /// timestamps are left as they are (the broker assigns offsets and the epoch on append).
     ///
-    /// Call [`RawBatch::verify_crc`] first: the new CRC covers whatever bytes are there, so
-    /// a batch corrupted on the source side would leave with a valid CRC.
+    /// The CRC is the source's, corrected for the header fields that changed
+    /// ([`crc::patch`]): the records bytes are not read again, and a batch whose CRC did not
+    /// match its bytes leaves with one that does not match either. [`RawBatch::verify_crc`]
+    /// is still what names the corruption, at the source.
     pub fn stamp(&self, ident: &ProducerStamp) -> Stamped {
         let mut header = [0u8; HEADER_LEN];
         if let Some(src) = self.0.first_chunk::<HEADER_LEN>() {
             header = *src;
         }
+        let source = header;
         let attributes = if ident.transactional {
             self.attributes() | ATTR_TRANSACTIONAL
         } else {
@@ -444,7 +449,12 @@ impl RawBatch {
             &ident.base_sequence.to_be_bytes(),
         );
         let records = self.0.slice(HEADER_LEN.min(self.0.len())..);
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&header[CRC_COVERED_FROM..]), &records);
+        let crc = crc::patch(
+            self.crc(),
+            &source[CRC_COVERED_FROM..],
+            &header[CRC_COVERED_FROM..],
+            records.len(),
+        );
         put(&mut header, CRC_AT, &crc.to_be_bytes());
         Stamped { header, records }
     }
@@ -719,8 +729,7 @@ pub fn encode_batch(records: &[OwnRecord<'_>], ident: &ProducerStamp) -> Bytes {
         RECORD_COUNT_AT,
         &len_i32(records.len()).to_be_bytes(),
     );
-    let crc = crc32c::crc32c(out.get(CRC_COVERED_FROM..).unwrap_or(&[]));
-    put(&mut out, CRC_AT, &crc.to_be_bytes());
+    seal(&mut out);
     Bytes::from(out)
 }
 
@@ -1005,8 +1014,7 @@ pub fn renumber(batch: &RawBatch) -> Result<Renumbered, BatchError> {
         LAST_OFFSET_DELTA_AT,
         &len_i32(count - 1).to_be_bytes(),
     );
-    let crc = crc32c::crc32c(out.get(CRC_COVERED_FROM..).unwrap_or(&[]));
-    put(&mut out, CRC_AT, &crc.to_be_bytes());
+    seal(&mut out);
     Ok(Renumbered {
         batch: RawBatch::new(Bytes::from(out))?,
         offset_deltas,
@@ -1115,9 +1123,9 @@ impl RawBatch {
 /// Records are re-framed, not decoded: each keeps its attributes, key, value and headers
 /// byte for byte; its offsetDelta and timestampDelta are rebased on the first batch's base
 /// offset and base timestamp. The header is the first batch's with batchLength,
-/// lastOffsetDelta, maxTimestamp and recordCount of the whole; the CRC is left for
-/// [`RawBatch::stamp`] to compute. Every batch must be able to follow the one before it
-/// ([`RawBatch::can_follow`]); CRCs are not checked here (the fetch path checked them).
+/// lastOffsetDelta, maxTimestamp, recordCount and CRC of the whole. Every batch must be
+/// able to follow the one before it ([`RawBatch::can_follow`]); CRCs are not checked here
+/// (the fetch path checked them).
 pub fn coalesce(first: &RawBatch, rest: &[RawBatch]) -> Result<RawBatch, BatchError> {
     let base_offset = first.base_offset();
     let not_coalescable = |what| BatchError::MalformedRecord {
@@ -1171,7 +1179,14 @@ pub fn coalesce(first: &RawBatch, rest: &[RawBatch]) -> Result<RawBatch, BatchEr
     );
     put(&mut out, MAX_TIMESTAMP_AT, &max_timestamp.to_be_bytes());
     put(&mut out, RECORD_COUNT_AT, &count.to_be_bytes());
+    seal(&mut out);
     RawBatch::new(Bytes::from(out))
+}
+
+/// Writes the CRC32C of a batch built in `out` into its header.
+fn seal(out: &mut [u8]) {
+    let crc = crc32c::crc32c(out.get(CRC_COVERED_FROM..).unwrap_or(&[]));
+    put(out, CRC_AT, &crc.to_be_bytes());
 }
 
 #[cfg(test)]
@@ -1637,6 +1652,20 @@ mod tests {
         assert!(!cleared.is_transactional());
         assert_eq!(cleared.attributes(), src.attributes());
         assert_eq!(cleared.len(), src.len());
+    }
+
+    #[test]
+    fn stamp_keeps_a_corruption_visible() {
+        let mut bytes = simple(b"payload").to_vec();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x40;
+        let corrupt = RawBatch::new(Bytes::from(bytes)).unwrap();
+        assert!(corrupt.verify_crc().is_err());
+        let out = RawBatch::new(corrupt.stamp(&STAMP).to_bytes()).unwrap();
+        assert!(matches!(
+            out.verify_crc(),
+            Err(BatchError::CrcMismatch { .. })
+        ));
     }
 
     // --- aborted transactions ---------------------------------------------------------
@@ -2344,7 +2373,7 @@ mod tests {
         let out = RawBatch::new(merged.stamp(&STAMP).to_bytes()).unwrap();
         out.verify_crc().unwrap();
         assert_eq!(out.record_count(), 36);
-        // One batch alone comes back as it was (CRC aside, which stamp recomputes).
+        // One batch alone comes back as it was.
         let alone = coalesce(&parts[0], &[]).unwrap();
         assert_eq!(alone.as_bytes(), parts[0].as_bytes());
     }

@@ -9,6 +9,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod compression;
 pub mod config;
+pub(crate) mod crc;
 pub mod fetch;
 pub mod filter;
 pub mod flow;
