@@ -64,12 +64,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Flow
 }
 
 fn cluster(c: &ClusterConfig) -> Arc<Cluster> {
-    Arc::new(Cluster::new(
-        &c.alias,
-        c.bootstrap_servers.clone(),
-        &c.client_id,
-        Duration::from_millis(c.request_timeout_ms),
-    ))
+    Arc::new(
+        Cluster::new(
+            &c.alias,
+            c.bootstrap_servers.clone(),
+            &c.client_id,
+            Duration::from_millis(c.request_timeout_ms),
+        )
+        .with_send_buffer(c.send_buffer_bytes),
+    )
 }
 
 async fn run_flow(

@@ -123,7 +123,8 @@ async fn check(config: strait::config::Config) -> anyhow::Result<()> {
             c.bootstrap_servers.clone(),
             &c.client_id,
             Duration::from_millis(c.request_timeout_ms),
-        );
+        )
+        .with_send_buffer(c.send_buffer_bytes);
         let topics = cluster
             .metadata(None)
             .await

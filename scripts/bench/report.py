@@ -98,7 +98,7 @@ def summarize(rows):
             d["failed"] = sum(1 for m in ms if not m["complete"])
             catch[(v, rep)] = d
     lat = {}
-    for rep in REPLICATORS:
+    for rep in ["direct"] + REPLICATORS:
         ls = [r for r in rows if r.get("kind") == "latency" and r["replicator"] == rep and r["count"] > 0]
         if ls:
             lat[rep] = {k: med([r[k] for r in ls]) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms", "count")}
@@ -174,19 +174,29 @@ def table(rows):
         rate = next(iter(lat.values()))["rate"]
         w(f"### End-to-end latency (now − CreateTime on a target consumer, {rate} records/s)")
         w("")
-        w("| replicator | p50 ms | p99 ms | p99.9 ms | max ms | records (expected) | p99 MM2 ÷ strait |")
-        w("|---|---|---|---|---|---|---|")
-        st = lat.get("strait")
-        for rep in REPLICATORS:
+        w("`direct` is the floor: no replicator, the same consumer on the source topic. "
+          "\"p99 added\" is a replicator's p99 minus the floor's.")
+        w("")
+        w("| replicator | p50 ms | p99 ms | p99.9 ms | max ms | records (expected) | p99 MM2 ÷ strait "
+          "| p99 added ms | added MM2 ÷ strait |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        st, floor = lat.get("strait"), lat.get("direct")
+
+        def added(d):
+            return d["p99_ms"] - floor["p99_ms"] if floor else float("nan")
+
+        for rep in ["direct"] + REPLICATORS:
             d = lat.get(rep)
             if not d:
                 continue
-            r = "—" if rep == "strait" or not st else rx(ratio(d["p99_ms"], st["p99_ms"]))
+            r = "—" if rep in ("strait", "direct") or not st else rx(ratio(d["p99_ms"], st["p99_ms"]))
+            a = "—" if rep in ("strait", "direct") or not st else rx(ratio(added(d), added(st)))
             if d.get("expected") == d.get("expected") and d["count"] < 0.9 * d["expected"]:
                 r += (f" (only {fmt(100 * d['count'] / d['expected'], 0)}% of the window's records "
                       "arrived: the load was not sustained end to end, latency is a backlog)")
             w(f"| {rep} | {fmt(d['p50_ms'], 0)} | {fmt(d['p99_ms'], 0)} | {fmt(d['p999_ms'], 0)} | "
-              f"{fmt(d['max_ms'], 0)} | {fmt(d['count'], 0)} ({fmt(d.get('expected', float('nan')), 0)}) | {r} |")
+              f"{fmt(d['max_ms'], 0)} | {fmt(d['count'], 0)} ({fmt(d.get('expected', float('nan')), 0)}) | {r} "
+              f"| {'—' if rep == 'direct' else fmt(added(d), 0)} | {a} |")
     w("")
     w("### Goals")
     w("")
@@ -226,6 +236,11 @@ def table(rows):
         if others:
             x = ratio(min(others), lat["strait"]["p99_ms"])
             goal("p99 latency ≤ 1/5 of MM2's (best MM2)", f"MM2 ÷ strait = {rx(x)}", x >= 5)
+            if "direct" in lat:
+                floor = lat["direct"]["p99_ms"]
+                goal("1/5 of MM2's p99 lies above the floor (no replicator)",
+                     f"floor (no replicator) p99 {fmt(floor, 0)} ms vs 1/5 of MM2's "
+                     f"{fmt(min(others) / 5, 1)} ms", min(others) / 5 > floor)
     return "\n".join(out)
 
 

@@ -55,6 +55,9 @@ pub struct ClusterConfig {
     pub client_id: String,
     /// How long to wait for any response from this cluster, in milliseconds. Default 30000.
     pub request_timeout_ms: u64,
+    /// Socket send buffer (`SO_SNDBUF`) of connections to this cluster, in bytes; `None`
+    /// leaves the OS default. Default 131072, as Kafka's clients.
+    pub send_buffer_bytes: Option<u32>,
 }
 
 /// A periodic task that can be turned off (MM2's `<task>.enabled` + `<task>.interval.seconds`).
@@ -237,6 +240,8 @@ pub mod defaults {
     pub const CLIENT_ID: &str = "strait";
     /// `request.timeout.ms` (Kafka clients' default).
     pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
+    /// `send.buffer.bytes` (Kafka clients' default).
+    pub const SEND_BUFFER_BYTES: i64 = 131_072;
     /// `replication.factor`.
     pub const REPLICATION_FACTOR: i16 = 2;
     /// `offset-syncs|checkpoints|heartbeats.topic.replication.factor`.
@@ -583,6 +588,7 @@ pub(crate) struct RawCluster {
     pub bootstrap_servers: Option<Sourced<Vec<String>>>,
     pub client_id: Option<Sourced<String>>,
     pub request_timeout_ms: Option<Sourced<i64>>,
+    pub send_buffer_bytes: Option<Sourced<i64>>,
     /// Flow settings from `<alias>.consumer.*` keys: apply to flows reading this cluster.
     #[serde(skip)]
     pub as_source: RawFlow,
@@ -953,6 +959,19 @@ pub static KEYS: &[KeySpec] = &[
     )
     .toml("request_timeout_ms")
     .doc("How long to wait for a response from this cluster, in milliseconds."),
+    KeySpec::new(
+        "send.buffer.bytes",
+        Cluster,
+        "131072",
+        cluster!(send_buffer_bytes, parse_int),
+    )
+    .toml("send_buffer_bytes")
+    .doc(
+        "Socket send buffer of connections to this cluster, in bytes; -1 for the OS \
+             default (autotuned). Kafka clients' default: smaller bursts into a broker's \
+             fixed receive buffer drop fewer packets, each a possible 200-ms retransmission \
+             stall. Raise it, or -1, for a distant target.",
+    ),
     KeySpec::new("security.protocol", Cluster, "PLAINTEXT", CHECK_ANY)
         .status(Status::Unsupported)
         .doc(
@@ -1758,6 +1777,16 @@ mod tests {
                 |c, _| {
                     c.clusters["source"].request_timeout_ms == 1234
                         && c.clusters["target"].request_timeout_ms == 30_000
+                }
+            ),
+            case!(
+                Cluster,
+                "send.buffer.bytes",
+                "-1",
+                Some("send_buffer_bytes = -1"),
+                |c, _| {
+                    c.clusters["source"].send_buffer_bytes.is_none()
+                        && c.clusters["target"].send_buffer_bytes == Some(131_072)
                 }
             ),
             case!(Cluster, "security.protocol", "SSL", None, |_, w| warned(

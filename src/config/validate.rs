@@ -248,6 +248,19 @@ impl<'a> Validator<'a> {
                 1,
                 i64::MAX,
             )? as u64;
+            let send_buffer = cluster
+                .send_buffer_bytes
+                .as_ref()
+                .or(raw.cluster_defaults.send_buffer_bytes.as_ref());
+            let send_buffer_path =
+                self.cluster_path(alias, "send.buffer.bytes", "send_buffer_bytes");
+            let send_buffer_bytes = self.int(
+                send_buffer,
+                &send_buffer_path,
+                defaults::SEND_BUFFER_BYTES,
+                -1,
+                i64::from(i32::MAX),
+            )?;
             clusters.insert(
                 alias.clone(),
                 ClusterConfig {
@@ -255,6 +268,7 @@ impl<'a> Validator<'a> {
                     bootstrap_servers: servers.value.clone(),
                     client_id,
                     request_timeout_ms,
+                    send_buffer_bytes: u32::try_from(send_buffer_bytes).ok(),
                 },
             );
         }

@@ -45,6 +45,8 @@ pub struct Cluster {
     bootstrap: Vec<String>,
     client_id: String,
     timeout: Duration,
+    /// `SO_SNDBUF` of every connection (`None`: the OS default).
+    send_buffer: Option<u32>,
     pool: Mutex<Pool>,
 }
 
@@ -61,8 +63,16 @@ impl Cluster {
             bootstrap,
             client_id: client_id.to_string(),
             timeout,
+            send_buffer: None,
             pool: Mutex::new(Pool::default()),
         }
+    }
+
+    /// Sets the send buffer (`SO_SNDBUF`) of the connections dialled from now on; `None`
+    /// leaves the OS default.
+    pub fn with_send_buffer(mut self, bytes: Option<u32>) -> Self {
+        self.send_buffer = bytes;
+        self
     }
 
     pub fn alias(&self) -> &str {
@@ -104,7 +114,7 @@ impl Cluster {
         let mut tried = Vec::new();
         for addr in known.iter().chain(self.bootstrap.iter()) {
             tried.push(addr.clone());
-            match Connection::connect(addr, &self.client_id, self.timeout).await {
+            match Connection::connect(addr, &self.client_id, self.timeout, self.send_buffer).await {
                 Ok(c) => {
                     self.pool.lock().unwrap().bootstrap = Some(c.clone());
                     return Ok(c);
@@ -146,7 +156,8 @@ impl Cluster {
                     })?
             }
         };
-        let conn = Connection::connect(&addr, &self.client_id, self.timeout).await?;
+        let conn =
+            Connection::connect(&addr, &self.client_id, self.timeout, self.send_buffer).await?;
         self.pool.lock().unwrap().conns.insert(id, conn.clone());
         Ok(conn)
     }

@@ -13,7 +13,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Request, StrBytes, VersionRange};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
@@ -77,18 +77,43 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// A TCP connection to `addr` (`host:port`), trying each address it resolves to in turn.
+async fn dial(addr: &str, send_buffer: Option<u32>) -> std::io::Result<TcpStream> {
+    let mut last = None;
+    for ip in tokio::net::lookup_host(addr).await? {
+        let socket = if ip.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        if let Some(bytes) = send_buffer {
+            socket.set_send_buffer_size(bytes)?;
+        }
+        match socket.connect(ip).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "resolves to no address")
+    }))
+}
+
 impl Connection {
     /// Dials `addr`, starts the reader and writer tasks and negotiates API versions.
+    /// `send_buffer` sets the socket's send buffer (`SO_SNDBUF`); `None` leaves the
+    /// operating system's default (autotuned).
     pub async fn connect(
         addr: &str,
         client_id: &str,
         timeout: Duration,
+        send_buffer: Option<u32>,
     ) -> Result<Self, KafkaError> {
         let io_err = |source| KafkaError::Io {
             addr: addr.to_string(),
             source,
         };
-        let stream = tokio::time::timeout(timeout, TcpStream::connect(addr))
+        let stream = tokio::time::timeout(timeout, dial(addr, send_buffer))
             .await
             .map_err(|_| KafkaError::Timeout {
                 addr: addr.to_string(),
