@@ -19,7 +19,8 @@
 # batching as the preload; and ConsumerPerformance from the source); time each replicator's
 # catch-up until the remote topic on the target holds every record (fresh cluster aliases per
 # run, so MM2 state and remote topics never collide; removed after each run); then end-to-end
-# latency at a steady ~20% of the slowest replicator's catch-up rate. scripts/bench/report.py
+# latency at a steady ~20% of the slowest replicator's catch-up rate, with its floor measured
+# the same way without a replicator (the consumer on the source topic). scripts/bench/report.py
 # prints the table from results.jsonl.
 #
 # Environment: SOURCE_PORT / TARGET_PORT (default 39092 / 49092), STRAIT_KAFKA_JAVA_OPTS (broker
@@ -300,7 +301,7 @@ remove_run_topics() { # SRC_ALIAS TGT_ALIAS [SOURCE_TOPIC]
 }
 
 short_of() {
-    case "$1" in strait) echo st ;; strait-coalesce) echo sc ;; mm2-default) echo md ;; mm2-tuned) echo mt ;; esac
+    case "$1" in strait) echo st ;; strait-coalesce) echo sc ;; mm2-default) echo md ;; mm2-tuned) echo mt ;; direct) echo dr ;; esac
 }
 
 catchup() { # REPLICATOR VARIANT RUN
@@ -350,16 +351,25 @@ done
 
 # --- end-to-end latency ------------------------------------------------------------------------
 
-latency_run() { # REPLICATOR RUN RATE
+# latency_run REPLICATOR RUN RATE: the producer writes into a source topic at RATE while a
+# consumer on the target takes now - CreateTime of every replicated record. REPLICATOR
+# "direct" runs no replicator and the consumer reads the source topic itself: the floor that
+# the producer, the broker and the consumer set for every replicator on this machine.
+latency_run() {
     local r="$1" run="$2" rate="$3" tag a t topic cfg lat_out lat_pid line count
+    local read_from="$TARGET" read_topic
     tag="l$(short_of "$r")$run"
-    a="s$tag" t="t$tag" topic="lat-$tag"
+    a="s$tag" t="t$tag" topic="lat-$tag" read_topic="$a.lat-$tag"
     tool create "$SOURCE" --topic "$topic" --partitions "$PARTITIONS"
-    cfg="$OUT/config/$tag.properties"
-    write_config "$r" none "$a" "$t" "$topic" "$cfg"
-    launch "$r" "$cfg" "$OUT/logs/$tag.log"
+    if [[ "$r" == direct ]]; then
+        read_from="$SOURCE" read_topic="$topic"
+    else
+        cfg="$OUT/config/$tag.properties"
+        write_config "$r" none "$a" "$t" "$topic" "$cfg"
+        launch "$r" "$cfg" "$OUT/logs/$tag.log"
+    fi
     lat_out="$OUT/logs/latency-$tag"
-    tool latency "$TARGET" --topic "$a.$topic" --warmup-ms "$LAT_WARMUP_MS" \
+    tool latency "$read_from" --topic "$read_topic" --warmup-ms "$LAT_WARMUP_MS" \
         --duration-ms "$LAT_DURATION_MS" --timeout-ms 120000 --tag kind=latency \
         --tag "replicator=$r" --tag "run=$run" --tag "rate=$rate" \
         --tag "expected=$((rate * LAT_DURATION_MS / 1000))" \
@@ -377,7 +387,7 @@ latency_run() { # REPLICATOR RUN RATE
             log "  latency $r run $run: $line"
         fi
     fi
-    stop_replicator "$LAUNCHED_PID"
+    [[ "$r" == direct ]] || stop_replicator "$LAUNCHED_PID"
     remove_run_topics "$a" "$t" "$topic"
 }
 
@@ -385,7 +395,7 @@ if ((LATENCY)); then
     rate="$(python3 "$HERE/bench/report.py" --latency-rate "$RESULTS")"
     log "end-to-end latency at $rate records/s (~20% of the slowest replicator's catch-up, variant none)"
     for run in $(seq 1 "$RUNS"); do
-        for r in "${REPLICATORS[@]}"; do
+        for r in direct "${REPLICATORS[@]}"; do
             # Coalescing only acts on a backlog; at a steady load it is plain strait.
             [[ "$r" == strait-coalesce ]] || latency_run "$r" "$run" "$rate"
         done
