@@ -39,12 +39,12 @@ const fn multiply(a: u32, mut b: u32) -> u32 {
     product
 }
 
-/// `X_POW_2K[k]` = x^(2^k) mod P.
-const X_POW_2K: [u32; 64] = {
-    let mut table = [0u32; 64];
+/// `X_POW_2K[k]` = x^(2^k) mod P, for every k that 8n needs with n a `usize` (3 + 64 bits).
+const X_POW_2K: [u32; 67] = {
+    let mut table = [0u32; 67];
     let mut x = times_x(ONE);
     let mut k = 0;
-    while k < 64 {
+    while k < 67 {
         table[k] = x;
         x = multiply(x, x);
         k += 1;
@@ -100,6 +100,8 @@ mod tests {
                 "{n} zero bytes"
             );
         }
+        // Any length has its factor (the table covers every bit of a usize).
+        assert_ne!(x_pow_8n(usize::MAX), 0);
     }
 
     proptest! {
