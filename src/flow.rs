@@ -100,6 +100,11 @@ async fn run_flow(
     };
     let translations: Translations = Arc::default();
     let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();
+    // The data path has connections of its own: its metadata lookups and Produce requests
+    // must not queue behind the CreateTopics and other admin requests of the control path,
+    // nor the offset-sync writes behind a Fetch waiting for data.
+    let data_source = Arc::new(source.sibling());
+    let data_target = Arc::new(target.sibling());
     // Start-up is a handful of round trips to two clusters that do not depend on each other:
     // issued together, the first record leaves after the slowest of them, not their sum.
     // The progress topic is read back if it exists. A first start has nothing to restore and
@@ -126,7 +131,7 @@ async fn run_flow(
         restore_progress,
         offset_sync::load(&syncs_cluster, &syncs_topic),
         Engine::new(
-            target.clone(),
+            data_target,
             produce,
             &progress_topic,
             translations.clone(),
@@ -152,7 +157,7 @@ async fn run_flow(
         tokio::spawn(engine.run(events_rx, commands_rx, stats_tx, engine_shutdown.clone()));
     let fetch_shutdown = CancellationToken::new();
     let (fetcher, fetch_task) = Fetcher::spawn(
-        source.clone(),
+        data_source,
         FetchConfig {
             max_wait_ms: flow.fetch_max_wait_ms,
             // Room for the response being read next to a buffer that may be full.

@@ -75,6 +75,21 @@ impl Cluster {
         self
     }
 
+    /// Another handle on the same cluster with connections of its own. A broker handles one
+    /// request per connection at a time, so requests that wait at the broker (CreateTopics
+    /// until the controller commits, a Fetch until data arrives) hold up everything queued
+    /// behind them on that connection; a sibling keeps another path out of that queue.
+    pub fn sibling(&self) -> Cluster {
+        Cluster {
+            alias: self.alias.clone(),
+            bootstrap: self.bootstrap.clone(),
+            client_id: self.client_id.clone(),
+            timeout: self.timeout,
+            send_buffer: self.send_buffer,
+            pool: Mutex::new(Pool::default()),
+        }
+    }
+
     pub fn alias(&self) -> &str {
         &self.alias
     }
