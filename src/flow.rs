@@ -63,7 +63,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Flow
     first_error.map_or(Ok(()), Err)
 }
 
-fn cluster(c: &ClusterConfig) -> Arc<Cluster> {
+/// The cluster `c` describes, with no connection yet.
+pub fn cluster(c: &ClusterConfig) -> Arc<Cluster> {
     Arc::new(
         Cluster::new(
             &c.alias,

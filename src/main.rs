@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
@@ -118,13 +117,7 @@ async fn wait_for_signal() {
 
 async fn check(config: strait::config::Config) -> anyhow::Result<()> {
     for c in config.clusters.values() {
-        let cluster = strait::kafka::Cluster::new(
-            &c.alias,
-            c.bootstrap_servers.clone(),
-            &c.client_id,
-            Duration::from_millis(c.request_timeout_ms),
-        )
-        .with_send_buffer(c.send_buffer_bytes);
+        let cluster = strait::flow::cluster(c);
         let topics = cluster
             .metadata(None)
             .await

@@ -80,14 +80,13 @@ impl Cluster {
     /// until the controller commits, a Fetch until data arrives) hold up everything queued
     /// behind them on that connection; a sibling keeps another path out of that queue.
     pub fn sibling(&self) -> Cluster {
-        Cluster {
-            alias: self.alias.clone(),
-            bootstrap: self.bootstrap.clone(),
-            client_id: self.client_id.clone(),
-            timeout: self.timeout,
-            send_buffer: self.send_buffer,
-            pool: Mutex::new(Pool::default()),
-        }
+        Cluster::new(
+            &self.alias,
+            self.bootstrap.clone(),
+            &self.client_id,
+            self.timeout,
+        )
+        .with_send_buffer(self.send_buffer)
     }
 
     pub fn alias(&self) -> &str {
