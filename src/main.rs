@@ -2,6 +2,7 @@
 //! 1 replication failure, 2 configuration error). Topology lives in the config file; runtime
 //! knobs (log format and level) are flags.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -46,6 +47,8 @@ fn main() -> ExitCode {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Colours for a person at a terminal, never escape codes in a log file or journal.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match cli.log_format {
         LogFormat::Text => builder.init(),
