@@ -5,7 +5,7 @@
 //! transactions, and handed to the produce side as a `Chunk` under a memory budget.
 //! Partitions whose leader moved go back to the fetcher task, which looks the new leader up.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -99,50 +99,85 @@ pub struct Assignment {
     pub offset: Option<i64>,
 }
 
+/// What the flow asks of the fetcher task.
+#[derive(Debug)]
+enum Order {
+    Assign(Assignment),
+    /// Stop fetching a partition (its target refused it): reading it on would only load the
+    /// source for batches nobody sends.
+    Forget(TopicPartition),
+}
+
+/// What the fetcher task asks of a session.
+#[derive(Debug)]
+enum SessionOrder {
+    Place(Placed),
+    Forget(TopicPartition),
+}
+
 /// Handle to the fetcher task of one flow.
 #[derive(Clone)]
 pub struct Fetcher {
-    assign: mpsc::UnboundedSender<Assignment>,
+    orders: mpsc::UnboundedSender<Order>,
 }
 
 impl Fetcher {
     /// Starts the fetcher task; `events` receives chunks until `shutdown` is cancelled.
+    /// A broker handles one request per connection at a time, so the fetcher talks to
+    /// `cluster` over connections of its own: one set for its lookups (Metadata, ListOffsets
+    /// for newly assigned partitions), which must wait neither for the flow's admin requests
+    /// (CreateTopics holds its connection until the controller commits) nor for a long-poll
+    /// Fetch (which holds its connection until data arrives or `max_wait_ms` passes), and one
+    /// set for the fetch sessions.
     pub fn spawn(
-        cluster: Arc<Cluster>,
+        cluster: &Cluster,
         config: FetchConfig,
         events: mpsc::Sender<FetchEvent>,
         shutdown: CancellationToken,
     ) -> (Fetcher, tokio::task::JoinHandle<()>) {
-        let (assign, assignments) = mpsc::unbounded_channel();
+        let (orders, orders_rx) = mpsc::unbounded_channel();
         let budget = Arc::new(Semaphore::new(config.buffer_bytes));
         let task = tokio::spawn(
             Coordinator {
-                cluster,
+                sessions_cluster: Arc::new(cluster.sibling()),
+                cluster: Arc::new(cluster.sibling()),
                 config,
                 events,
                 shutdown,
                 budget,
                 sessions: HashMap::new(),
                 homeless: Vec::new(),
+                forgotten: HashSet::new(),
             }
-            .run(assignments),
+            .run(orders_rx),
         );
-        (Fetcher { assign }, task)
+        (Fetcher { orders }, task)
     }
 
     pub fn assign(&self, tp: TopicPartition, offset: Option<i64>) {
-        let _ = self.assign.send(Assignment { tp, offset });
+        let _ = self.orders.send(Order::Assign(Assignment { tp, offset }));
+    }
+
+    /// Stops fetching `tp` until it is assigned again.
+    pub fn forget(&self, tp: TopicPartition) {
+        let _ = self.orders.send(Order::Forget(tp));
     }
 }
 
 struct Coordinator {
+    /// Metadata and ListOffsets.
     cluster: Arc<Cluster>,
+    /// The fetch sessions' connections.
+    sessions_cluster: Arc<Cluster>,
     config: FetchConfig,
     events: mpsc::Sender<FetchEvent>,
     shutdown: CancellationToken,
     budget: Arc<Semaphore>,
-    sessions: HashMap<i32, mpsc::UnboundedSender<Placed>>,
+    sessions: HashMap<i32, mpsc::UnboundedSender<SessionOrder>>,
     homeless: Vec<Assignment>,
+    /// Partitions forgotten since their last assignment: a session may still hand one
+    /// back (its leader moved) before it hears of it.
+    forgotten: HashSet<TopicPartition>,
 }
 
 /// A partition placed on a leader's session: its topic id and leader epoch from Metadata.
@@ -155,9 +190,14 @@ struct Placed {
 }
 
 impl Coordinator {
-    async fn run(mut self, mut assignments: mpsc::UnboundedReceiver<Assignment>) {
+    async fn run(mut self, mut orders: mpsc::UnboundedReceiver<Order>) {
         let (rehome_tx, mut rehome_rx) = mpsc::unbounded_channel::<Assignment>();
         let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+        // Dialled while the flow discovers what to assign: the first placement does not wait.
+        tokio::select! {
+            _ = self.shutdown.cancelled() => return,
+            _ = self.cluster.any_broker() => {}
+        }
         // New assignments are placed at once (the first record of a new partition should not
         // wait); only retries back off.
         let mut fresh = false;
@@ -171,16 +211,22 @@ impl Coordinator {
             };
             tokio::select! {
                 _ = self.shutdown.cancelled() => return,
-                Some(a) = assignments.recv() => {
-                    self.homeless.push(a);
+                Some(order) = orders.recv() => {
                     // A discovery assigns many partitions at once: one metadata lookup for all.
-                    while let Ok(a) = assignments.try_recv() {
+                    let mut assigned = self.obey(order);
+                    while let Ok(order) = orders.try_recv() {
+                        assigned |= self.obey(order);
+                    }
+                    if assigned {
+                        backoff.reset();
+                        fresh = true;
+                    }
+                }
+                Some(a) = rehome_rx.recv() => {
+                    if !self.forgotten.contains(&a.tp) {
                         self.homeless.push(a);
                     }
-                    backoff.reset();
-                    fresh = true;
                 }
-                Some(a) = rehome_rx.recv() => self.homeless.push(a),
                 _ = tokio::time::sleep(wait) => {
                     fresh = false;
                     if let Err(e) = self.place(&rehome_tx).await {
@@ -189,6 +235,25 @@ impl Coordinator {
                         backoff.reset();
                     }
                 }
+            }
+        }
+    }
+
+    /// Carries out one order; true if it assigned a partition.
+    fn obey(&mut self, order: Order) -> bool {
+        match order {
+            Order::Assign(a) => {
+                self.forgotten.remove(&a.tp);
+                self.homeless.push(a);
+                true
+            }
+            Order::Forget(tp) => {
+                self.homeless.retain(|a| a.tp != tp);
+                for session in self.sessions.values() {
+                    let _ = session.send(SessionOrder::Forget(tp.clone()));
+                }
+                self.forgotten.insert(tp);
+                false
             }
         }
     }
@@ -224,6 +289,8 @@ impl Coordinator {
             }
         }
         for (leader, parts) in by_leader {
+            // The leader's session dials while the start offsets are looked up.
+            self.session(leader, rehome);
             let unresolved: Vec<_> = parts
                 .iter()
                 .filter(|(a, _, _)| a.offset.is_none())
@@ -254,35 +321,38 @@ impl Coordinator {
                     leader_epoch,
                     offset,
                 };
-                let session = self.sessions.entry(leader).or_insert_with(|| {
-                    spawn_session(
-                        leader,
-                        self.cluster.clone(),
-                        self.config.clone(),
-                        self.events.clone(),
-                        rehome.clone(),
-                        self.budget.clone(),
-                        self.shutdown.clone(),
-                    )
-                });
-                if let Err(mpsc::error::SendError(placed)) = session.send(placed) {
-                    // The session ended (its broker failed) after we looked: start a new one.
-                    let fresh = spawn_session(
-                        leader,
-                        self.cluster.clone(),
-                        self.config.clone(),
-                        self.events.clone(),
-                        rehome.clone(),
-                        self.budget.clone(),
-                        self.shutdown.clone(),
-                    );
-                    let _ = fresh.send(placed);
-                    self.sessions.insert(leader, fresh);
+                let order = SessionOrder::Place(placed);
+                if let Err(mpsc::error::SendError(order)) = self.session(leader, rehome).send(order)
+                {
+                    // The session ended (its broker failed) just now: a new one.
+                    self.sessions.remove(&leader);
+                    let _ = self.session(leader, rehome).send(order);
                 }
             }
         }
         self.homeless = waiting;
         Ok(())
+    }
+
+    /// The fetch session with `leader`, started if there is none or it ended.
+    fn session(
+        &mut self,
+        leader: i32,
+        rehome: &mpsc::UnboundedSender<Assignment>,
+    ) -> &mpsc::UnboundedSender<SessionOrder> {
+        if self.sessions.get(&leader).is_none_or(|s| s.is_closed()) {
+            let session = spawn_session(
+                leader,
+                self.sessions_cluster.clone(),
+                self.config.clone(),
+                self.events.clone(),
+                rehome.clone(),
+                self.budget.clone(),
+                self.shutdown.clone(),
+            );
+            self.sessions.insert(leader, session);
+        }
+        &self.sessions[&leader]
     }
 }
 
@@ -294,7 +364,7 @@ fn spawn_session(
     rehome: mpsc::UnboundedSender<Assignment>,
     budget: Arc<Semaphore>,
     shutdown: CancellationToken,
-) -> mpsc::UnboundedSender<Placed> {
+) -> mpsc::UnboundedSender<SessionOrder> {
     let (tx, rx) = mpsc::unbounded_channel();
     let session = Session {
         broker,
@@ -339,19 +409,24 @@ const INVALID_FETCH_SESSION_EPOCH: i16 = 71;
 const OFFSET_OUT_OF_RANGE: i16 = 1;
 
 impl Session {
-    async fn run(mut self, mut placed: mpsc::UnboundedReceiver<Placed>) {
+    async fn run(mut self, mut orders: mpsc::UnboundedReceiver<SessionOrder>) {
         let shutdown = self.shutdown.clone();
         let mut failures = 0u32;
         let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+        // Dialled at once: its first partitions come after their start offsets are known.
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = self.cluster.broker(self.broker) => {}
+        }
         loop {
-            while let Ok(p) = placed.try_recv() {
-                self.parts.insert(p.tp.clone(), p);
+            while let Ok(order) = orders.try_recv() {
+                self.obey(order);
             }
             if self.parts.is_empty() {
                 tokio::select! {
                     _ = self.shutdown.cancelled() => return,
-                    p = placed.recv() => match p {
-                        Some(p) => { self.parts.insert(p.tp.clone(), p); continue; }
+                    order = orders.recv() => match order {
+                        Some(order) => { self.obey(order); continue; }
                         None => return,
                     },
                 }
@@ -390,6 +465,26 @@ impl Session {
                 }
             }
         }
+    }
+
+    fn obey(&mut self, order: SessionOrder) {
+        match order {
+            SessionOrder::Place(p) => {
+                self.parts.insert(p.tp.clone(), p);
+            }
+            SessionOrder::Forget(tp) => {
+                if self.leave(&tp).is_some() {
+                    tracing::debug!(partition = %tp, broker = self.broker, "partition left the fetch session");
+                }
+            }
+        }
+    }
+
+    /// Takes a partition out of the session; the next request tells the broker.
+    fn leave(&mut self, tp: &TopicPartition) -> Option<Placed> {
+        let p = self.parts.remove(tp)?;
+        self.forgotten_ids.insert(p.tp.topic.clone(), p.topic_id);
+        Some(p)
     }
 
     fn reset_session(&mut self) {
@@ -663,8 +758,7 @@ impl Session {
     }
 
     fn send_home(&mut self, tp: &TopicPartition) {
-        if let Some(p) = self.parts.remove(tp) {
-            self.forgotten_ids.insert(p.tp.topic.clone(), p.topic_id);
+        if let Some(p) = self.leave(tp) {
             let _ = self.rehome.send(Assignment {
                 tp: p.tp,
                 offset: Some(p.offset),
@@ -673,9 +767,7 @@ impl Session {
     }
 
     async fn stop(&mut self, tp: &TopicPartition, error: String) {
-        if let Some(p) = self.parts.remove(tp) {
-            self.forgotten_ids.insert(p.tp.topic.clone(), p.topic_id);
-        }
+        self.leave(tp);
         tracing::error!(partition = %tp, %error, "partition stopped");
         let _ = self
             .events

@@ -101,10 +101,9 @@ async fn run_flow(
     };
     let translations: Translations = Arc::default();
     let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();
-    // The data path has connections of its own: its metadata lookups and Produce requests
-    // must not queue behind the CreateTopics and other admin requests of the control path,
-    // nor the offset-sync writes behind a Fetch waiting for data.
-    let data_source = Arc::new(source.sibling());
+    // The engine has connections of its own: its metadata lookups and Produce requests must
+    // not queue behind the CreateTopics and other admin requests of the control path. (The
+    // fetcher's sessions get theirs from the fetcher.)
     let data_target = Arc::new(target.sibling());
     // Start-up is a handful of round trips to two clusters that do not depend on each other:
     // issued together, the first record leaves after the slowest of them, not their sum.
@@ -128,37 +127,11 @@ async fn run_flow(
     // errors are handled below like those of every later discovery.
     let first_discovery =
         async { Ok::<_, KafkaError>(discover(&flow, &source, &target, &HashMap::new()).await) };
-    let ((resume, mut create_progress), written, engine, first_discovery) = tokio::try_join!(
-        restore_progress,
-        offset_sync::load(&syncs_cluster, &syncs_topic),
-        Engine::new(
-            data_target,
-            produce,
-            &progress_topic,
-            translations.clone(),
-            syncs_tx,
-        ),
-        first_discovery,
-    )
-    .map_err(fail)?;
-    tracing::info!(flow = %name, partitions = resume.len(), "progress restored");
-    // Offset maps as they were: the syncs written so far, bounded by the committed positions.
-    *translations.lock().unwrap() = resume
-        .iter()
-        .map(|(tp, pos)| {
-            let syncs = written.get(tp).cloned().unwrap_or_default();
-            (tp.clone(), OffsetMap::from_syncs(syncs, Some(*pos)))
-        })
-        .collect();
+    // The fetcher reads nothing until partitions are assigned, after the discovery.
     let (events_tx, events_rx) = mpsc::channel(1024);
-    let (commands_tx, commands_rx) = mpsc::unbounded_channel();
-    let (stats_tx, stats_rx) = watch::channel(Stats::default());
-    let engine_shutdown = CancellationToken::new();
-    let engine_task =
-        tokio::spawn(engine.run(events_rx, commands_rx, stats_tx, engine_shutdown.clone()));
     let fetch_shutdown = CancellationToken::new();
     let (fetcher, fetch_task) = Fetcher::spawn(
-        data_source,
+        &source,
         FetchConfig {
             max_wait_ms: flow.fetch_max_wait_ms,
             // Room for the response being read next to a buffer that may be full.
@@ -170,6 +143,37 @@ async fn run_flow(
         events_tx,
         fetch_shutdown.clone(),
     );
+    let ((resume, mut create_progress), written, engine, first_discovery) = tokio::try_join!(
+        restore_progress,
+        offset_sync::load(&syncs_cluster, &syncs_topic),
+        Engine::new(
+            data_target,
+            produce,
+            &progress_topic,
+            translations.clone(),
+            syncs_tx,
+            fetcher.clone(),
+        ),
+        first_discovery,
+    )
+    .map_err(|e| {
+        fetch_shutdown.cancel();
+        fail(e)
+    })?;
+    tracing::info!(flow = %name, partitions = resume.len(), "progress restored");
+    // Offset maps as they were: the syncs written so far, bounded by the committed positions.
+    *translations.lock().unwrap() = resume
+        .iter()
+        .map(|(tp, pos)| {
+            let syncs = written.get(tp).cloned().unwrap_or_default();
+            (tp.clone(), OffsetMap::from_syncs(syncs, Some(*pos)))
+        })
+        .collect();
+    let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+    let (stats_tx, stats_rx) = watch::channel(Stats::default());
+    let engine_shutdown = CancellationToken::new();
+    let engine_task =
+        tokio::spawn(engine.run(events_rx, commands_rx, stats_tx, engine_shutdown.clone()));
 
     let side_shutdown = CancellationToken::new();
     let mut side_tasks = tokio::task::JoinSet::new();

@@ -22,10 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::batch::{self, ProducerStamp, RawBatch};
 use crate::checkpoint::Translations;
-use crate::fetch::{Chunk, FetchEvent};
+use crate::fetch::{Chunk, FetchEvent, Fetcher};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::produce_request::{self, TopicData};
-use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
+use crate::kafka::{Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
 use crate::mm2::OffsetSync;
 use crate::now_ms;
 use crate::offset_map::Forwarded;
@@ -161,7 +161,14 @@ pub enum Command {
     Route(Route),
 }
 
-/// The result of one request, carried back into the engine task.
+/// What finished in the background, carried back into the engine task.
+enum Done {
+    Produce(Completion),
+    /// A metadata lookup for the target topics of partitions without a known leader.
+    Leaders(Result<Vec<TopicMeta>, KafkaError>),
+}
+
+/// The result of one Produce request.
 struct Completion {
     broker: i32,
     sent: Vec<(usize, i32)>,
@@ -179,13 +186,23 @@ pub struct Engine {
     conns: HashMap<i32, Connection>,
     broker_inflight: HashMap<i32, usize>,
     throttled_until: HashMap<i32, Instant>,
-    requests: JoinSet<Completion>,
+    /// Produce requests and the leader lookup in flight.
+    requests: JoinSet<Done>,
+    /// Whether a leader lookup is in flight.
+    looking_up: bool,
+    /// The topics the last lookup left unresolved: looking them up again waits until
+    /// `lookup_after` (backing off), a lookup that includes any other topic does not.
+    unresolved: Vec<String>,
+    lookup_after: Instant,
+    lookup_backoff: Backoff,
     stats: Stats,
     topic_ids: HashMap<Arc<str>, uuid::Uuid>,
     /// The flow's offset maps, fed from every acknowledgement.
     translations: Translations,
     /// Where the breakpoints of the offset maps go, as MM2 offset syncs.
     syncs: mpsc::UnboundedSender<OffsetSync>,
+    /// The source side, told to stop reading the partitions the target refuses.
+    fetcher: Fetcher,
 }
 
 /// `produce.coalesce.bytes` merges batches of at most this fraction of it: re-framing the
@@ -203,6 +220,7 @@ impl Engine {
         progress_topic: &str,
         translations: Translations,
         syncs: mpsc::UnboundedSender<OffsetSync>,
+        fetcher: Fetcher,
     ) -> Result<Engine, KafkaError> {
         let producer = init_producer_id(&target).await?;
         let progress_tp = TopicPartition::new(progress_topic, 0);
@@ -218,10 +236,15 @@ impl Engine {
             broker_inflight: HashMap::new(),
             throttled_until: HashMap::new(),
             requests: JoinSet::new(),
+            looking_up: false,
+            unresolved: Vec::new(),
+            lookup_after: Instant::now(),
+            lookup_backoff: Backoff::new(Duration::from_millis(20), Duration::from_secs(1)),
             stats: Stats::default(),
             topic_ids: HashMap::new(),
             translations,
             syncs,
+            fetcher,
         };
         engine
             .parts
@@ -257,7 +280,7 @@ impl Engine {
                 biased;
                 _ = shutdown.cancelled() => break,
                 Some(done) = self.requests.join_next(), if !self.requests.is_empty() => {
-                    if let Ok(done) = done { self.complete(done); }
+                    if let Ok(done) = done { self.finish(done); }
                 }
                 Some(cmd) = commands.recv() => match cmd { Command::Route(r) => self.route(r) },
                 Some(event) = events.recv() => self.accept(event),
@@ -290,7 +313,7 @@ impl Engine {
             }
             tokio::select! {
                 Some(done) = self.requests.join_next(), if !self.requests.is_empty() => {
-                    if let Ok(done) = done { self.complete(done); }
+                    if let Ok(done) = done { self.finish(done); }
                 }
                 _ = tokio::time::sleep(Duration::from_millis(20)) => {}
             }
@@ -546,11 +569,11 @@ impl Engine {
         match started {
             Ok(inflight) => {
                 self.requests.spawn(async move {
-                    Completion {
+                    Done::Produce(Completion {
                         broker,
                         sent,
                         result: inflight.response().await,
-                    }
+                    })
                 });
             }
             Err(e) => {
@@ -561,6 +584,13 @@ impl Engine {
                     result,
                 });
             }
+        }
+    }
+
+    fn finish(&mut self, done: Done) {
+        match done {
+            Done::Produce(completion) => self.complete(completion),
+            Done::Leaders(found) => self.on_leaders(found),
         }
     }
 
@@ -628,6 +658,14 @@ impl Engine {
             return self.on_ack(i, seq, base_offset);
         }
         let part = &mut self.parts[i];
+        if part.stopped {
+            // Given up: its batches sent behind the refused one fail out of sequence. They
+            // go once the last answer is in; nothing is resent.
+            if part.outstanding == 0 {
+                part.inflight.clear();
+            }
+            return;
+        }
         match code {
             UNKNOWN_PRODUCER_ID | INVALID_PRODUCER_EPOCH => {
                 tracing::warn!(partition = %part.target, code, "target lost strait's producer state; re-initialising the producer");
@@ -660,6 +698,7 @@ impl Engine {
                         .map(|e| e.source_next)
                         .unwrap_or(-1);
                     tracing::error!(source = %part.source, target = %part.target, source_next_offset = at, error = %error, "partition stopped: the target refused a batch");
+                    self.fetcher.forget(part.source.clone());
                     self.stop(i);
                 }
             }
@@ -762,7 +801,8 @@ impl Engine {
     /// Puts failed partitions back on their feet once their outstanding requests are back,
     /// refreshes leaders, and re-initialises the producer when the target asked for it.
     async fn recover(&mut self) -> Result<(), KafkaError> {
-        if self.reset_pending && self.requests.is_empty() {
+        // Once no Produce request is in flight (the leader lookup may be).
+        if self.reset_pending && self.requests.len() == usize::from(self.looking_up) {
             self.producer = init_producer_id(&self.target).await?;
             tracing::info!(
                 producer_id = self.producer.0,
@@ -788,21 +828,34 @@ impl Engine {
                 part.retry_at = Some(now + part.backoff.next_delay());
             }
         }
-        let missing: Vec<String> = {
-            let mut v: Vec<String> = self
-                .parts
-                .iter()
-                .filter(|p| p.needs_metadata && p.outstanding == 0 && !p.stopped)
-                .map(|p| p.target.topic.to_string())
-                .collect();
-            v.sort();
-            v.dedup();
-            v
-        };
-        if missing.is_empty() {
-            return Ok(());
+        self.look_up_leaders();
+        Ok(())
+    }
+
+    /// Starts a metadata lookup for the target topics of the partitions without a known
+    /// leader, in the background: batches of the other partitions keep flowing meanwhile.
+    /// One lookup at a time; topics the last one left unresolved (not created yet, a leader
+    /// being elected) are asked for again after a backoff, new ones at once.
+    fn look_up_leaders(&mut self) {
+        if self.looking_up {
+            return;
         }
-        match self.target.metadata(Some(&missing)).await {
+        let missing = self.missing_leaders(|p| p.outstanding == 0);
+        if missing.is_empty()
+            || (missing.iter().all(|t| self.unresolved.contains(t))
+                && Instant::now() < self.lookup_after)
+        {
+            return;
+        }
+        self.looking_up = true;
+        let target = self.target.clone();
+        self.requests
+            .spawn(async move { Done::Leaders(target.metadata(Some(&missing)).await) });
+    }
+
+    fn on_leaders(&mut self, found: Result<Vec<TopicMeta>, KafkaError>) {
+        self.looking_up = false;
+        match found {
             Ok(topics) => {
                 for t in topics {
                     let name: Arc<str> = Arc::from(t.name.as_str());
@@ -825,7 +878,26 @@ impl Engine {
             }
             Err(e) => tracing::warn!(error = %e, "target metadata refresh failed"),
         }
-        Ok(())
+        self.unresolved = self.missing_leaders(|_| true);
+        if self.unresolved.is_empty() {
+            self.lookup_backoff.reset();
+        } else {
+            self.lookup_after = Instant::now() + self.lookup_backoff.next_delay();
+        }
+    }
+
+    /// The target topics (sorted, once each) of the running partitions without a known
+    /// leader that pass `filter`.
+    fn missing_leaders(&self, filter: impl Fn(&Part) -> bool) -> Vec<String> {
+        let mut topics: Vec<String> = self
+            .parts
+            .iter()
+            .filter(|p| p.needs_metadata && !p.stopped && filter(p))
+            .map(|p| p.target.topic.to_string())
+            .collect();
+        topics.sort();
+        topics.dedup();
+        topics
     }
 }
 

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::kafka::{self, Cluster, DumpedRecord};
-use common::strait::{mm2_properties, raw_batches, wait_for_records, Strait};
+use common::strait::{mm2_properties, raw_batches, record_count, wait_for_records, Strait};
 use strait::kafka::TopicPartition;
 
 /// Records of one partition, without offsets (they differ between the clusters by design).
@@ -533,4 +533,129 @@ fn sigkill_loses_nothing_and_sigterm_duplicates_nothing() {
         before + 300,
         "no duplicates after a clean stop"
     );
+}
+
+/// A batch the target refuses (here: larger than the remote topic's `max.message.bytes`)
+/// stops its partition alone: the other partition goes on, the source stops reading the
+/// stopped one, strait exits 1 naming the partition and the Kafka error, and once the cause
+/// is fixed a restart replicates everything, without loss or duplicates.
+#[test]
+fn a_partition_the_target_refuses_stops_alone_and_resumes_without_loss() {
+    let [source, target] = kafka::clusters();
+    let topic = kafka::unique("refused");
+    let remote = format!("src.{topic}");
+    kafka::create_topic(source, &topic, 2, &[]);
+    kafka::create_topic(target, &remote, 2, &[("max.message.bytes", "3000")]);
+    // Batches of at most ~1 KB (they fit), except one record of 10 KB on partition 1.
+    let produce = |partition: &str, count: &str, value_size: &str| {
+        kafka::produce(
+            source,
+            &[
+                "--topic",
+                &topic,
+                "--partition",
+                partition,
+                "--count",
+                count,
+                "--value-size",
+                value_size,
+                "--batch-size",
+                "1000",
+            ],
+        );
+    };
+    produce("0", "200", "100");
+    produce("1", "50", "100");
+    produce("1", "1", "10000");
+    produce("1", "50", "100");
+    let config = mm2_properties(
+        "src",
+        "dst",
+        &topic,
+        &[
+            "sync.topic.configs.enabled = false",
+            "progress.commit.interval.ms = 500",
+        ],
+    );
+    let mut strait = Strait::start(&config, "properties");
+    let count = |p: i32| record_count(target, &TopicPartition::new(remote.as_str(), p));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let refused = "partition stopped: the target refused a batch";
+    while !(count(0) == 200 && strait.log_text().contains(refused)) {
+        strait.assert_running();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{remote}: partition 0 has {} records\n{}",
+            count(0),
+            strait.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let log = strait.log_text();
+    let line = log.lines().find(|l| l.contains(refused)).unwrap();
+    assert!(
+        line.contains(&format!("{remote}-1")) && line.contains("MessageTooLarge (10)"),
+        "the error names the partition and the Kafka error: {line}"
+    );
+    // The session hears of it after the Fetch it is waiting on.
+    let left = format!("partition={topic}-1");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !strait
+        .log_text()
+        .lines()
+        .any(|l| l.contains("left the fetch session") && l.contains(&left))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the source is still read for the stopped partition\n{}",
+            strait.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The other partition goes on.
+    produce("0", "100", "100");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while count(0) < 300 {
+        strait.assert_running();
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            strait.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert_eq!(
+        count(1),
+        50,
+        "{remote}-1: only the records before the refused one"
+    );
+    let status = strait.terminate();
+    assert_eq!(status.code(), Some(1), "{}", strait.log_text());
+
+    // The cause fixed, a restart resumes partition 1 where the target stopped it.
+    kafka::tool(
+        "kafka.admin.ConfigCommand",
+        &[
+            "--bootstrap-server",
+            &target.bootstrap,
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            &remote,
+            "--delete-config",
+            "max.message.bytes",
+        ],
+    );
+    strait.restart();
+    wait_for_records(
+        &mut strait,
+        target,
+        &remote,
+        2,
+        401,
+        Duration::from_secs(60),
+    );
+    assert_same_records(source, target, &topic, &remote, 2);
+    assert!(strait.terminate().success(), "{}", strait.log_text());
 }

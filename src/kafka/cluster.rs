@@ -3,7 +3,7 @@
 //! and pools one `Connection` per broker, replacing poisoned ones on demand.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
@@ -33,9 +33,11 @@ pub struct TopicMeta {
     pub partitions: Vec<PartitionMeta>,
 }
 
+/// Broker id -> `host:port`, from the last Metadata response of any sibling.
+type Directory = Arc<Mutex<HashMap<i32, String>>>;
+
 #[derive(Default)]
 struct Pool {
-    brokers: HashMap<i32, String>,
     conns: HashMap<i32, Connection>,
     bootstrap: Option<Connection>,
 }
@@ -47,6 +49,8 @@ pub struct Cluster {
     timeout: Duration,
     /// `SO_SNDBUF` of every connection (`None`: the OS default).
     send_buffer: Option<u32>,
+    /// Shared with the siblings: where the brokers are is the same for all of them.
+    directory: Directory,
     pool: Mutex<Pool>,
 }
 
@@ -64,6 +68,7 @@ impl Cluster {
             client_id: client_id.to_string(),
             timeout,
             send_buffer: None,
+            directory: Directory::default(),
             pool: Mutex::new(Pool::default()),
         }
     }
@@ -79,14 +84,18 @@ impl Cluster {
     /// request per connection at a time, so requests that wait at the broker (CreateTopics
     /// until the controller commits, a Fetch until data arrives) hold up everything queued
     /// behind them on that connection; a sibling keeps another path out of that queue.
+    /// Siblings share what they learn of the brokers' addresses.
     pub fn sibling(&self) -> Cluster {
-        Cluster::new(
-            &self.alias,
-            self.bootstrap.clone(),
-            &self.client_id,
-            self.timeout,
-        )
-        .with_send_buffer(self.send_buffer)
+        Cluster {
+            directory: self.directory.clone(),
+            ..Cluster::new(
+                &self.alias,
+                self.bootstrap.clone(),
+                &self.client_id,
+                self.timeout,
+            )
+            .with_send_buffer(self.send_buffer)
+        }
     }
 
     pub fn alias(&self) -> &str {
@@ -95,12 +104,12 @@ impl Cluster {
 
     /// Brokers in the last Metadata response.
     pub fn broker_count(&self) -> usize {
-        self.pool.lock().unwrap().brokers.len()
+        self.directory.lock().unwrap().len()
     }
 
     /// Ids of the brokers in the last Metadata response, sorted.
     pub fn broker_ids(&self) -> Vec<i32> {
-        let mut ids: Vec<i32> = self.pool.lock().unwrap().brokers.keys().copied().collect();
+        let mut ids: Vec<i32> = self.directory.lock().unwrap().keys().copied().collect();
         ids.sort_unstable();
         ids
     }
@@ -118,11 +127,12 @@ impl Cluster {
     /// else each bootstrap address in turn.
     pub async fn any_broker(&self) -> Result<Connection, KafkaError> {
         let known: Vec<String> = {
-            let pool = self.pool.lock().unwrap();
-            if let Some(c) = pool.bootstrap.as_ref().filter(|c| c.is_usable()) {
-                return Ok(c.clone());
+            if let Some(c) = self.pool.lock().unwrap().bootstrap.as_ref() {
+                if c.is_usable() {
+                    return Ok(c.clone());
+                }
             }
-            pool.brokers.values().cloned().collect()
+            self.directory.lock().unwrap().values().cloned().collect()
         };
         let mut last = String::from("no address");
         let mut tried = Vec::new();
@@ -147,22 +157,16 @@ impl Cluster {
     }
 
     /// The pooled connection to broker `id` (from the last Metadata), dialled if needed.
+    /// The bootstrap connection is reused when it reached that very broker.
     pub async fn broker(&self, id: i32) -> Result<Connection, KafkaError> {
-        let addr = {
-            let pool = self.pool.lock().unwrap();
-            if let Some(c) = pool.conns.get(&id).filter(|c| c.is_usable()) {
-                return Ok(c.clone());
-            }
-            pool.brokers.get(&id).cloned()
-        };
-        let addr = match addr {
+        let known = self.directory.lock().unwrap().get(&id).cloned();
+        let addr = match known {
             Some(a) => a,
             None => {
                 self.metadata(Some(&[])).await?;
-                self.pool
+                self.directory
                     .lock()
                     .unwrap()
-                    .brokers
                     .get(&id)
                     .cloned()
                     .ok_or_else(|| {
@@ -170,6 +174,17 @@ impl Cluster {
                     })?
             }
         };
+        {
+            let mut pool = self.pool.lock().unwrap();
+            let reusable = |c: &&Connection| c.is_usable() && c.addr() == addr;
+            if let Some(c) = pool.conns.get(&id).filter(reusable) {
+                return Ok(c.clone());
+            }
+            if let Some(c) = pool.bootstrap.as_ref().filter(reusable).cloned() {
+                pool.conns.insert(id, c.clone());
+                return Ok(c);
+            }
+        }
         let conn =
             Connection::connect(&addr, &self.client_id, self.timeout, self.send_buffer).await?;
         self.pool.lock().unwrap().conns.insert(id, conn.clone());
@@ -192,13 +207,9 @@ impl Cluster {
         request.allow_auto_topic_creation = false;
         let response: MetadataResponse = self.send_any(&request).await?;
         {
-            let mut pool = self.pool.lock().unwrap();
+            let mut directory = self.directory.lock().unwrap();
             for b in &response.brokers {
-                let addr = format!("{}:{}", b.host.as_str(), b.port);
-                if pool.brokers.get(&b.node_id.0) != Some(&addr) {
-                    pool.conns.remove(&b.node_id.0);
-                    pool.brokers.insert(b.node_id.0, addr);
-                }
+                directory.insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));
             }
         }
         Ok(response
