@@ -141,7 +141,9 @@ impl Part {
             failed: false,
             needs_metadata: true,
             retry_at: None,
-            backoff: Backoff::new(Duration::from_millis(100), Duration::from_secs(5)),
+            // A fresh topic's leader refuses its first batches (NOT_LEADER_OR_FOLLOWER) for
+            // the few milliseconds it takes to apply its leadership: retry soon, then back off.
+            backoff: Backoff::new(Duration::from_millis(20), Duration::from_secs(5)),
             acked: start,
             committed: start,
             high_watermark: -1,
