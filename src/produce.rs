@@ -7,6 +7,8 @@
 //! * at most `max_in_flight` (≤ 5) batches per partition are unacknowledged, which keeps
 //!   order under idempotence; a failed batch and every later one are resent with the same
 //!   sequences once the partition's outstanding requests are back;
+//! * a batch the target refuses for good stops its partition alone, and the fetcher stops
+//!   reading it; leaders unknown or moved are looked up in the background;
 //! * what the target acknowledged becomes the partition's `Position`, the only thing the
 //!   progress topic ever records (DESIGN.md rule 8).
 
