@@ -157,6 +157,16 @@ impl Part {
     fn idle(&self) -> bool {
         self.queue.is_empty() && self.inflight.is_empty()
     }
+
+    /// Lets go of the batches of a stopped partition, releasing their share of the fetch
+    /// buffer: the queued ones now, those in flight once the last answer is in (nothing is
+    /// resent).
+    fn release(&mut self) {
+        self.queue.clear();
+        if self.outstanding == 0 {
+            self.inflight.clear();
+        }
+    }
 }
 
 /// Commands from the flow to a running engine.
@@ -355,7 +365,7 @@ impl Engine {
         let part = &mut self.parts[i];
         if !part.stopped {
             part.stopped = true;
-            part.queue.clear();
+            part.release();
             self.stats.stopped += 1;
         }
     }
@@ -663,11 +673,8 @@ impl Engine {
         }
         let part = &mut self.parts[i];
         if part.stopped {
-            // Given up: its batches sent behind the refused one fail out of sequence. They
-            // go once the last answer is in; nothing is resent.
-            if part.outstanding == 0 {
-                part.inflight.clear();
-            }
+            // Given up: its batches sent behind the refused one fail out of sequence.
+            part.release();
             return;
         }
         match code {
