@@ -127,10 +127,9 @@ impl Cluster {
     /// else each bootstrap address in turn.
     pub async fn any_broker(&self) -> Result<Connection, KafkaError> {
         let known: Vec<String> = {
-            if let Some(c) = self.pool.lock().unwrap().bootstrap.as_ref() {
-                if c.is_usable() {
-                    return Ok(c.clone());
-                }
+            let bootstrap = self.pool.lock().unwrap().bootstrap.clone();
+            if let Some(c) = bootstrap.filter(Connection::is_usable) {
+                return Ok(c);
             }
             self.directory.lock().unwrap().values().cloned().collect()
         };
