@@ -10,20 +10,20 @@ use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::acl_sync::sync_acls;
-use crate::checkpoint::{self, CheckpointConfig, Translations};
 use crate::config::{ClusterConfig, Config, FlowConfig, Location};
 use crate::fetch::{FetchConfig, Fetcher};
-use crate::heartbeat::{self, HeartbeatConfig};
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
-use crate::offset_map::OffsetMap;
-use crate::offset_sync;
-use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
-use crate::progress::{self, Position};
-use crate::topic_sync::{
+use crate::mm2::acl_sync::sync_acls;
+use crate::mm2::checkpoint::{self, CheckpointConfig, Translations};
+use crate::mm2::heartbeat::{self, HeartbeatConfig};
+use crate::mm2::offset_sync;
+use crate::mm2::topic_sync::{
     apply_configs, ensure_internal_topic, ensure_topics, replicable_configs, topic_configs,
     TopicSpec,
 };
+use crate::offset_map::OffsetMap;
+use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
+use crate::progress::{self, Position};
 
 /// Why a flow ended badly.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,6 @@
 //! Topic ACL sync (MM2's `sync.topic.acls`) against real Apache Kafka brokers with KRaft's
 //! `StandardAuthorizer`: ACLs are added and listed with Kafka's own `AclCommand`, the sync is
-//! `strait::acl_sync::sync_acls` called directly. A broker without an authorizer answers
+//! `strait::mm2::acl_sync::sync_acls` called directly. A broker without an authorizer answers
 //! `SECURITY_DISABLED`, which is no error.
 
 mod common;
@@ -129,7 +129,7 @@ fn topic_acls_are_copied_with_mm2_rules() {
     let topics = vec![topic.to_string()];
     let (src, tgt, plain) = (client(&source), client(&target), client(&no_authorizer));
     let sync = |from: &strait::kafka::Cluster, to: &strait::kafka::Cluster| {
-        block_on(strait::acl_sync::sync_acls(
+        block_on(strait::mm2::acl_sync::sync_acls(
             from, to, &policy, alias, &topics,
         ))
         .unwrap_or_else(|e| panic!("sync_acls {} -> {}: {e}", from.alias(), to.alias()))

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use super::buffer_pool;
 use super::codec::{self, MAX_FRAME_BYTES};
 use super::error::KafkaError;
-use super::frame::Frame;
+use super::segments::Segments;
 
 type Waiter = oneshot::Sender<Result<Bytes, KafkaError>>;
 
@@ -51,7 +51,7 @@ struct Inner {
     timeout: Duration,
     next_correlation: AtomicI32,
     pending: Arc<Mutex<Pending>>,
-    outbox: mpsc::UnboundedSender<Frame>,
+    outbox: mpsc::UnboundedSender<Segments>,
     /// Broker-side version ranges by API key, from ApiVersions.
     versions: std::sync::OnceLock<HashMap<i16, VersionRange>>,
     tasks: [JoinHandle<()>; 2],
@@ -124,7 +124,7 @@ impl Connection {
         stream.set_nodelay(true).map_err(io_err)?;
         let (mut read, mut write) = stream.into_split();
         let pending = Arc::new(Mutex::new(Pending::default()));
-        let (outbox, mut rx) = mpsc::unbounded_channel::<Frame>();
+        let (outbox, mut rx) = mpsc::unbounded_channel::<Segments>();
 
         let writer = {
             let pending = pending.clone();
@@ -195,7 +195,7 @@ impl Connection {
     pub fn start<R: Request>(&self, req: &R) -> Result<InFlight<R>, KafkaError> {
         let version = self.negotiated::<R>()?;
         queue(&self.inner, version, |correlation, client_id| {
-            codec::encode_request(req, version, correlation, client_id).map(Frame::from)
+            codec::encode_request(req, version, correlation, client_id).map(Segments::from)
         })
     }
 
@@ -203,14 +203,14 @@ impl Connection {
     /// itself, at the version `encode_body` is given.
     pub fn start_encoded<R: Request>(
         &self,
-        encode_body: impl FnOnce(i16) -> Frame,
+        encode_body: impl FnOnce(i16) -> Segments,
     ) -> Result<InFlight<R>, KafkaError> {
         let version = self.negotiated::<R>()?;
         let body = encode_body(version);
         queue(&self.inner, version, |correlation, client_id| {
             let header =
                 codec::encode_header::<R>(version, correlation, client_id, body.remaining())?;
-            let mut frame = Frame::from(header);
+            let mut frame = Segments::from(header);
             frame.append(body);
             Ok(frame)
         })
@@ -279,7 +279,7 @@ impl<R: Request> InFlight<R> {
 fn queue<R: Request>(
     inner: &Arc<Inner>,
     version: i16,
-    encode: impl FnOnce(i32, &StrBytes) -> anyhow::Result<Frame>,
+    encode: impl FnOnce(i32, &StrBytes) -> anyhow::Result<Segments>,
 ) -> Result<InFlight<R>, KafkaError> {
     let correlation = inner.next_correlation.fetch_add(1, Ordering::Relaxed) & i32::MAX;
     let frame = encode(correlation, &inner.client_id).map_err(|e| KafkaError::Protocol {
@@ -387,7 +387,7 @@ async fn negotiate(inner: &Arc<Inner>) -> Result<HashMap<i16, VersionRange>, Kaf
     let encode = |version| {
         let request = &request;
         move |correlation, client_id: &StrBytes| {
-            codec::encode_request(request, version, correlation, client_id).map(Frame::from)
+            codec::encode_request(request, version, correlation, client_id).map(Segments::from)
         }
     };
     let mut response: ApiVersionsResponse = queue::<ApiVersionsRequest>(inner, 3, encode(3))?

@@ -2,14 +2,16 @@
 //! and the error type shared by everything that talks to a broker. Messages themselves come
 //! from the `kafka-protocol` crate; this module owns how they travel.
 
+pub mod appender;
 pub mod backoff;
 pub mod buffer_pool;
 pub mod cluster;
 pub mod codec;
 pub mod connection;
 pub mod error;
-pub mod frame;
+pub mod groups;
 pub mod produce_request;
+pub mod segments;
 
 pub use cluster::{Cluster, PartitionMeta, TopicMeta};
 pub use connection::Connection;

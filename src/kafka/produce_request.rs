@@ -6,7 +6,7 @@
 
 use bytes::{BufMut, BytesMut};
 
-use super::frame::Frame;
+use super::segments::Segments;
 use crate::batch::{put_uvarint, Stamped};
 
 /// The batches of one topic in a Produce request: one per partition (Produce v3+ rule).
@@ -20,9 +20,9 @@ pub struct TopicData {
 
 /// Encodes `transactional_id = null, acks, timeout_ms, topic_data` at `version`, one of
 /// `ProduceRequest::VERSIONS` (the range a connection negotiates for Produce).
-pub fn encode(version: i16, acks: i16, timeout_ms: i32, topics: &[TopicData]) -> Frame {
+pub fn encode(version: i16, acks: i16, timeout_ms: i32, topics: &[TopicData]) -> Segments {
     let flexible = version >= 9;
-    let mut frame = Frame::default();
+    let mut frame = Segments::default();
     let mut out = BytesMut::with_capacity(64 + topics.len() * 32);
     if flexible {
         put_uvarint(&mut out, 0); // transactional_id: null compact string

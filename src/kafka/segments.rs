@@ -11,12 +11,12 @@ use bytes::{Buf, Bytes};
 
 /// Bytes to write, in order. Implements [`Buf`] with `chunks_vectored`.
 #[derive(Debug, Default)]
-pub struct Frame {
+pub struct Segments {
     segments: VecDeque<Bytes>,
     remaining: usize,
 }
 
-impl Frame {
+impl Segments {
     /// Appends a segment (empty ones are skipped).
     pub fn push(&mut self, segment: Bytes) {
         if !segment.is_empty() {
@@ -26,7 +26,7 @@ impl Frame {
     }
 
     /// Appends every segment of `other`.
-    pub fn append(&mut self, other: Frame) {
+    pub fn append(&mut self, other: Segments) {
         self.remaining += other.remaining;
         self.segments.extend(other.segments);
     }
@@ -46,15 +46,15 @@ impl Frame {
     }
 }
 
-impl From<Bytes> for Frame {
-    fn from(segment: Bytes) -> Frame {
-        let mut frame = Frame::default();
+impl From<Bytes> for Segments {
+    fn from(segment: Bytes) -> Segments {
+        let mut frame = Segments::default();
         frame.push(segment);
         frame
     }
 }
 
-impl Buf for Frame {
+impl Buf for Segments {
     fn remaining(&self) -> usize {
         self.remaining
     }
@@ -94,8 +94,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn frame(parts: &[&'static [u8]]) -> Frame {
-        let mut f = Frame::default();
+    fn frame(parts: &[&'static [u8]]) -> Segments {
+        let mut f = Segments::default();
         for p in parts {
             f.push(Bytes::from_static(p));
         }
@@ -120,8 +120,8 @@ mod tests {
             parts in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..20), 0..8),
             steps in proptest::collection::vec(1usize..16, 1..40),
         ) {
-            let mut f = Frame::default();
-            let mut other = Frame::default();
+            let mut f = Segments::default();
+            let mut other = Segments::default();
             for (i, p) in parts.iter().enumerate() {
                 if i % 2 == 0 { f.push(Bytes::from(p.clone())) } else { other.push(Bytes::from(p.clone())) }
             }

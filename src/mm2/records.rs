@@ -450,9 +450,13 @@ mod tests {
     macro_rules! jar {
         ($name:literal) => {
             (
-                hex(include_str!(concat!("../testdata/mm2/", $name, ".key.hex"))),
                 hex(include_str!(concat!(
-                    "../testdata/mm2/",
+                    "../../testdata/mm2/",
+                    $name,
+                    ".key.hex"
+                ))),
+                hex(include_str!(concat!(
+                    "../../testdata/mm2/",
                     $name,
                     ".value.hex"
                 ))),
@@ -598,7 +602,7 @@ mod tests {
 
     #[test]
     fn heartbeat_batch_matches_jar() {
-        let expected = hex(include_str!("../testdata/mm2/heartbeat-batch.hex"));
+        let expected = hex(include_str!("../../testdata/mm2/heartbeat-batch.hex"));
         let beats = [
             heartbeat("source", "target", 1_700_000_000_123),
             heartbeat("us-east-1", "eu-west-1", 0),

@@ -18,7 +18,10 @@ use std::fmt;
 
 use bytes::{BufMut, Bytes};
 
-use crate::crc;
+pub mod compression;
+pub(crate) mod crc;
+
+pub use compression::Compression;
 
 /// Size of the fixed v2 batch header (`DefaultRecordBatch.RECORD_BATCH_OVERHEAD`).
 pub const HEADER_LEN: usize = 61;
@@ -122,7 +125,7 @@ pub enum BatchError {
     #[error("batch at base offset {base_offset}: {source}")]
     Codec {
         base_offset: i64,
-        source: crate::compression::CompressionError,
+        source: crate::batch::compression::CompressionError,
     },
 }
 
@@ -130,30 +133,6 @@ impl BatchError {
     /// A malformed batch stays malformed: fetching it again returns the same bytes.
     pub fn is_retriable(&self) -> bool {
         false
-    }
-}
-
-/// Compression codec of a batch (attributes bits 0-2, `CompressionType`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Compression {
-    None,
-    Gzip,
-    Snappy,
-    Lz4,
-    Zstd,
-}
-
-impl Compression {
-    /// The codec with this id (0-4), `None` for ids Kafka does not define.
-    pub fn from_id(id: u8) -> Option<Compression> {
-        match id {
-            0 => Some(Compression::None),
-            1 => Some(Compression::Gzip),
-            2 => Some(Compression::Snappy),
-            3 => Some(Compression::Lz4),
-            4 => Some(Compression::Zstd),
-            _ => None,
-        }
     }
 }
 
@@ -937,7 +916,7 @@ fn unzigzag64(v: u64) -> i64 {
 /// record's `offsetDelta` becomes its index, `lastOffsetDelta` becomes `recordCount - 1`.
 ///
 /// The only place strait re-encodes records. A compressed batch is decompressed (bounded,
-/// [`crate::compression::DEFAULT_MAX_DECOMPRESSED`]) and compressed again with the same
+/// [`crate::batch::compression::DEFAULT_MAX_DECOMPRESSED`]) and compressed again with the same
 /// codec. Every other byte of each record is kept: attributes, the timestampDelta varint as
 /// it was written, key, value and headers; only the offsetDelta varint and the record
 /// length in front of it change. The header keeps base offset, leader epoch, attributes,
@@ -973,8 +952,8 @@ pub fn renumber(batch: &RawBatch) -> Result<Renumbered, BatchError> {
     let plain: &[u8] = if compression == Compression::None {
         batch.records()
     } else {
-        decompressed =
-            crate::compression::decompress(compression, batch.records()).map_err(codec_error)?;
+        decompressed = crate::batch::compression::decompress(compression, batch.records())
+            .map_err(codec_error)?;
         &decompressed
     };
     let mut records = Vec::new();
@@ -1001,7 +980,8 @@ pub fn renumber(batch: &RawBatch) -> Result<Renumbered, BatchError> {
         previous = delta;
     }
 
-    let records = crate::compression::compress(compression, &records).map_err(codec_error)?;
+    let records =
+        crate::batch::compression::compress(compression, &records).map_err(codec_error)?;
     let header = batch.as_bytes().get(..HEADER_LEN).unwrap_or(&[]);
     let mut out = Vec::with_capacity(HEADER_LEN + records.len());
     out.extend_from_slice(header);
@@ -1197,7 +1177,7 @@ mod tests {
     /// Three batches fetched from a Kafka 0.11 broker (the fixture of kafka-python's record
     /// tests): values "123" | "" and "" | "123", no keys, CreateTime.
     const BROKER_BATCHES: &[u8] =
-        include_bytes!("../testdata/batches/kafka-0.11-broker-3-batches.bin");
+        include_bytes!("../../testdata/batches/kafka-0.11-broker-3-batches.bin");
 
     const STAMP: ProducerStamp = ProducerStamp {
         producer_id: 4242,
@@ -1928,19 +1908,19 @@ mod tests {
     const JAVA_BATCHES: [(Compression, &[u8]); 4] = [
         (
             Compression::Gzip,
-            include_bytes!("../testdata/batches/java-gzip.bin"),
+            include_bytes!("../../testdata/batches/java-gzip.bin"),
         ),
         (
             Compression::Snappy,
-            include_bytes!("../testdata/batches/java-snappy.bin"),
+            include_bytes!("../../testdata/batches/java-snappy.bin"),
         ),
         (
             Compression::Lz4,
-            include_bytes!("../testdata/batches/java-lz4.bin"),
+            include_bytes!("../../testdata/batches/java-lz4.bin"),
         ),
         (
             Compression::Zstd,
-            include_bytes!("../testdata/batches/java-zstd.bin"),
+            include_bytes!("../../testdata/batches/java-zstd.bin"),
         ),
     ];
 
@@ -1953,7 +1933,7 @@ mod tests {
         last_offset_delta: i32,
     ) -> RawBatch {
         let mut v = header[..HEADER_LEN].to_vec();
-        v.extend_from_slice(&crate::compression::compress(codec, records).unwrap());
+        v.extend_from_slice(&crate::batch::compression::compress(codec, records).unwrap());
         let len = (v.len() - LOG_OVERHEAD) as i32;
         v[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&len.to_be_bytes());
         let id = match codec {
@@ -1972,7 +1952,7 @@ mod tests {
     /// The same batch uncompressed, for `decode_uncompressed`.
     fn plain_copy(batch: &RawBatch) -> RawBatch {
         let c = batch.compression().unwrap();
-        let plain = crate::compression::decompress(c, batch.records()).unwrap();
+        let plain = crate::batch::compression::decompress(c, batch.records()).unwrap();
         assemble(
             batch.as_bytes(),
             &plain,
@@ -2021,23 +2001,23 @@ mod tests {
     const COMPACTED_BATCHES: [(Compression, &[u8]); 5] = [
         (
             Compression::None,
-            include_bytes!("../testdata/batches/java-none-compacted.bin"),
+            include_bytes!("../../testdata/batches/java-none-compacted.bin"),
         ),
         (
             Compression::Gzip,
-            include_bytes!("../testdata/batches/java-gzip-compacted.bin"),
+            include_bytes!("../../testdata/batches/java-gzip-compacted.bin"),
         ),
         (
             Compression::Snappy,
-            include_bytes!("../testdata/batches/java-snappy-compacted.bin"),
+            include_bytes!("../../testdata/batches/java-snappy-compacted.bin"),
         ),
         (
             Compression::Lz4,
-            include_bytes!("../testdata/batches/java-lz4-compacted.bin"),
+            include_bytes!("../../testdata/batches/java-lz4-compacted.bin"),
         ),
         (
             Compression::Zstd,
-            include_bytes!("../testdata/batches/java-zstd-compacted.bin"),
+            include_bytes!("../../testdata/batches/java-zstd-compacted.bin"),
         ),
     ];
 
@@ -2179,7 +2159,7 @@ mod tests {
         // the plain records must come back byte for byte.
         for (codec, bytes) in JAVA_BATCHES {
             let java = RawBatch::new(Bytes::from_static(bytes)).unwrap();
-            let plain = crate::compression::decompress(codec, java.records()).unwrap();
+            let plain = crate::batch::compression::decompress(codec, java.records()).unwrap();
             let gaps = |i: usize| (i * i * 7 + 1) as i32;
             let (with_gaps, old) = rewrite_offset_deltas(&plain, 12, 0, gaps).unwrap();
             assert_eq!(old, (0..12).collect::<Vec<i32>>());
@@ -2189,7 +2169,7 @@ mod tests {
             let out = renumber(&src).unwrap();
             assert_eq!(out.offset_deltas, (0..12).map(gaps).collect::<Vec<_>>());
             check_renumbered(&src, &out);
-            let back = crate::compression::decompress(codec, out.batch.records()).unwrap();
+            let back = crate::batch::compression::decompress(codec, out.batch.records()).unwrap();
             assert!(back == plain, "{codec:?}");
             assert_eq!(
                 out.batch.as_bytes()[CRC_COVERED_FROM..HEADER_LEN],

@@ -23,11 +23,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::batch::{self, ProducerStamp, RawBatch};
-use crate::checkpoint::Translations;
 use crate::fetch::{Chunk, FetchEvent, Fetcher};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::{Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
+use crate::mm2::checkpoint::Translations;
 use crate::mm2::OffsetSync;
 use crate::now_ms;
 use crate::offset_map::Forwarded;

@@ -11,12 +11,12 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::appender::append;
+use super::records::{self, OffsetSync};
 use crate::fetch::read_keyed_records;
+use crate::kafka::appender::append;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
-use crate::mm2::{self, OffsetSync};
+use crate::mm2::topic_sync::ensure_internal_topic;
 use crate::now_ms;
-use crate::topic_sync::ensure_internal_topic;
 
 /// Reads `topic` back (to its current end) and gives the syncs of each source partition in
 /// the order they were written; a missing topic gives none. Records that are not
@@ -72,7 +72,7 @@ pub async fn run(
                 .iter()
                 .map(|s| (s.encode_key(), s.encode_value()))
                 .collect();
-            if let Err(e) = append(&cluster, &tp, &mm2::batch(&records, now_ms())).await {
+            if let Err(e) = append(&cluster, &tp, &records::batch(&records, now_ms())).await {
                 tracing::warn!(topic = %topic, error = %e, count = chunk.len(), "offset syncs not written");
             }
         }

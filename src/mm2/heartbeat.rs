@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::appender::append;
+use super::records::{self, Heartbeat};
+use crate::kafka::appender::append;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
-use crate::mm2::{self, Heartbeat};
+use crate::mm2::topic_sync::ensure_internal_topic;
 use crate::now_ms;
-use crate::topic_sync::ensure_internal_topic;
 
 /// Where and how often one flow's heartbeats are written.
 #[derive(Debug, Clone)]
@@ -46,7 +46,7 @@ pub async fn run(
             target_cluster_alias: config.target_alias.clone(),
             timestamp: now_ms(),
         };
-        let batch = mm2::batch(
+        let batch = records::batch(
             &[(heartbeat.encode_key(), heartbeat.encode_value())],
             heartbeat.timestamp,
         );

@@ -29,7 +29,29 @@
 
 use std::io::{Read, Write};
 
-use crate::batch::Compression;
+/// Compression codec of a batch (attributes bits 0-2, `CompressionType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Compression {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+impl Compression {
+    /// The codec with this id (0-4), `None` for ids Kafka does not define.
+    pub fn from_id(id: u8) -> Option<Compression> {
+        match id {
+            0 => Some(Compression::None),
+            1 => Some(Compression::Gzip),
+            2 => Some(Compression::Snappy),
+            3 => Some(Compression::Lz4),
+            4 => Some(Compression::Zstd),
+            _ => None,
+        }
+    }
+}
 
 /// Output limit of [`decompress`]: far above any batch a broker accepts by default
 /// (`message.max.bytes` is 1 MiB of compressed bytes), far below what hurts a process.

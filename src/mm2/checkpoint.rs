@@ -13,15 +13,15 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::appender::append;
+use super::records::{self, Checkpoint};
 use crate::filter::GroupFilter;
-use crate::groups::{self, Committed};
+use crate::kafka::appender::append;
+use crate::kafka::groups::{self, Committed};
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
-use crate::mm2::{self, Checkpoint};
+use crate::mm2::topic_sync::ensure_internal_topic;
 use crate::now_ms;
 use crate::offset_map::OffsetMap;
 use crate::policy::ReplicationPolicy;
-use crate::topic_sync::ensure_internal_topic;
 
 /// The offset maps of a flow, by source partition: written by the produce engine as the
 /// target acknowledges batches, read here.
@@ -72,7 +72,7 @@ pub async fn run(
                             continue;
                         }
                         let records: Vec<_> = fresh.iter().map(|c| (c.encode_key(), c.encode_value())).collect();
-                        match append(&target, &tp, &mm2::batch(&records, now_ms())).await {
+                        match append(&target, &tp, &records::batch(&records, now_ms())).await {
                             Ok(_) => {
                                 tracing::debug!(count = fresh.len(), topic = %topic, "checkpoints written");
                                 for c in all {
