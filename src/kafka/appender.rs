@@ -2,12 +2,10 @@
 //! partition of a cluster: a plain `acks=all` Produce, retried through leader changes until
 //! the cluster's request timeout. The replicated data never takes this path.
 
-use std::time::Duration;
-
 use kafka_protocol::messages::ProduceRequest;
 
 use crate::batch::{ProducerStamp, RawBatch, Stamped};
-use crate::kafka::backoff::Backoff;
+use crate::kafka::backoff::retry;
 use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 
@@ -18,17 +16,7 @@ pub async fn append(
     batch: &RawBatch,
 ) -> Result<i64, KafkaError> {
     let stamped = batch.stamp(&ProducerStamp::NONE);
-    let deadline = tokio::time::Instant::now() + cluster.timeout();
-    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
-    loop {
-        match append_once(cluster, tp, &stamped).await {
-            Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
-                tracing::debug!(partition = %tp, error = %e, "append retry");
-                tokio::time::sleep(backoff.next_delay()).await;
-            }
-            other => return other,
-        }
-    }
+    retry(cluster.timeout(), || append_once(cluster, tp, &stamped)).await
 }
 
 async fn append_once(

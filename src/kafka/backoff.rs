@@ -1,6 +1,10 @@
-//! Exponential backoff with full jitter, used for every retry against a broker.
+//! Exponential backoff with full jitter, used for every retry against a broker, and
+//! [`retry`]: the one retry-until-deadline loop of the request helpers.
 
+use std::future::Future;
 use std::time::Duration;
+
+use super::KafkaError;
 
 #[derive(Debug, Clone)]
 pub struct Backoff {
@@ -40,6 +44,28 @@ impl Backoff {
     }
 }
 
+/// Runs `attempt` until it succeeds, fails with an error that is not retriable, or `timeout`
+/// has passed since the first attempt (then the last error is returned). Retriable
+/// failures (leader moving, coordinator loading, a dropped connection) wait a backoff delay
+/// of 50 ms growing to 2 s.
+pub async fn retry<T, F, Fut>(timeout: Duration, mut attempt: F) -> Result<T, KafkaError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, KafkaError>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
+    loop {
+        match attempt().await {
+            Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
+                tracing::debug!(error = %e, "retrying");
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +83,58 @@ mod tests {
         assert!(b.next_delay() >= Duration::from_millis(500));
         b.reset();
         assert_eq!(b.attempts(), 0);
+    }
+
+    fn retriable() -> KafkaError {
+        KafkaError::Broker {
+            api: "Produce",
+            context: "t-0".into(),
+            code: kafka_protocol::error::ResponseError::NotLeaderOrFollower,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_retries_retriable_errors_until_success() {
+        let mut calls = 0;
+        let got = retry(Duration::from_secs(30), || {
+            calls += 1;
+            let n = calls;
+            async move {
+                if n < 4 {
+                    Err(retriable())
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+        assert_eq!(got.unwrap(), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retry_gives_up_at_the_deadline_and_on_fatal_errors() {
+        let start = tokio::time::Instant::now();
+        let mut calls = 0;
+        let got: Result<(), _> = retry(Duration::from_secs(10), || {
+            calls += 1;
+            async { Err(retriable()) }
+        })
+        .await;
+        assert!(got.unwrap_err().is_retriable());
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_secs(10) && waited < Duration::from_secs(13),
+            "{waited:?}"
+        );
+        assert!(calls > 5, "{calls} attempts");
+
+        let mut calls = 0;
+        let fatal: Result<(), _> = retry(Duration::from_secs(10), || {
+            calls += 1;
+            async { Err(KafkaError::Other("broken".into())) }
+        })
+        .await;
+        assert!(fatal.is_err());
+        assert_eq!(calls, 1);
     }
 }

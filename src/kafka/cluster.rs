@@ -10,7 +10,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
 use kafka_protocol::protocol::{Request, StrBytes};
 
-use super::backoff::Backoff;
+use super::backoff::retry;
 use super::connection::Connection;
 use super::error::KafkaError;
 
@@ -251,21 +251,17 @@ impl Cluster {
         F: Fn(Connection) -> Fut,
         Fut: std::future::Future<Output = Result<T, KafkaError>>,
     {
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
-        loop {
+        retry(self.timeout, || async {
             let result = match self.any_broker().await {
                 Ok(conn) => f(conn).await,
                 Err(e) => Err(e),
             };
-            match result {
-                Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
-                    tracing::debug!(cluster = %self.alias, error = %e, "retrying");
-                    self.pool.lock().unwrap().bootstrap = None;
-                    tokio::time::sleep(backoff.next_delay()).await;
-                }
-                other => return other,
+            if result.as_ref().is_err_and(KafkaError::is_retriable) {
+                // The next attempt dials afresh rather than reuse what just failed.
+                self.pool.lock().unwrap().bootstrap = None;
             }
-        }
+            result
+        })
+        .await
     }
 }

@@ -4,7 +4,6 @@
 //! generation -1, which a coordinator accepts only while the group has no members).
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
@@ -16,7 +15,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
-use crate::kafka::backoff::Backoff;
+use crate::kafka::backoff::retry;
 use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
 
 /// A group as ListGroups reports it.
@@ -54,7 +53,7 @@ pub async fn list(cluster: &Cluster) -> Result<Vec<Listing>, KafkaError> {
 
 /// The connection to `group`'s coordinator, retried while the coordinator is loading.
 pub async fn coordinator(cluster: &Cluster, group: &str) -> Result<Connection, KafkaError> {
-    retrying(cluster, || async {
+    retry(cluster.timeout(), || async {
         let conn = cluster.any_broker().await?;
         let name = StrBytes::from_string(group.to_string());
         // v4+ asks for a batch of keys (KIP-699); earlier versions for one.
@@ -80,7 +79,7 @@ pub async fn committed(
     cluster: &Cluster,
     group: &str,
 ) -> Result<HashMap<TopicPartition, Committed>, KafkaError> {
-    retrying(cluster, || async {
+    retry(cluster.timeout(), || async {
         let conn = coordinator(cluster, group).await?;
         let id = GroupId(StrBytes::from_string(group.to_string()));
         // v8+ takes a list of groups (KIP-709); earlier versions one group id.
@@ -173,7 +172,7 @@ pub async fn commit(
         .with_member_id(StrBytes::default())
         .with_retention_time_ms(-1)
         .with_topics(topics);
-    retrying(cluster, || async {
+    retry(cluster.timeout(), || async {
         let conn = coordinator(cluster, group).await?;
         let response = conn.send(&request).await?;
         for t in &response.topics {
@@ -188,22 +187,4 @@ pub async fn commit(
         Ok(())
     })
     .await
-}
-
-/// Retries retriable failures (coordinator loading or moving) until the request timeout.
-async fn retrying<T, F, Fut>(cluster: &Cluster, f: F) -> Result<T, KafkaError>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, KafkaError>>,
-{
-    let deadline = tokio::time::Instant::now() + cluster.timeout();
-    let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
-    loop {
-        match f().await {
-            Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(backoff.next_delay()).await;
-            }
-            other => return other,
-        }
-    }
 }
