@@ -4,17 +4,18 @@
 //! (the `.internal` suffix keeps it out of every MM2 topic filter). On start the topic is read
 //! to its end; the last record per key wins.
 //!
-//! Record layout (big-endian, no headers, partition 0), in the style of MM2's internal topics:
+//! Record layout (big-endian, no headers, partition 0), in MM2's encoding (`mm2::records`):
 //! key = STRING source topic, INT32 partition; value = INT16 version (0), INT64 next source
 //! offset, INT64 next target offset (-1 if unknown).
 
 use std::collections::HashMap;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::batch::{encode_batch, OwnRecord, ProducerStamp, RawBatch};
+use crate::batch::RawBatch;
 use crate::fetch::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::mm2::records::{self, encode_partition_key, Part, Reader};
 
 /// Where a source partition stands: everything before `source_next` is on the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,13 +30,8 @@ pub fn topic_name(source_alias: &str) -> String {
     format!("strait-progress.{source_alias}.internal")
 }
 
-pub fn encode_key(tp: &TopicPartition) -> Bytes {
-    let mut b = BytesMut::with_capacity(2 + tp.topic.len() + 4);
-    b.put_i16(tp.topic.len() as i16);
-    b.put_slice(tp.topic.as_bytes());
-    b.put_i32(tp.partition);
-    b.freeze()
-}
+/// The record name in decoding errors.
+const RECORD: &str = "StraitProgress";
 
 pub fn encode_value(pos: &Position) -> Bytes {
     let mut b = BytesMut::with_capacity(18);
@@ -46,23 +42,16 @@ pub fn encode_value(pos: &Position) -> Bytes {
 }
 
 /// Decodes one progress record; `None` for bytes that are not one (foreign or newer version).
-pub fn decode(mut key: &[u8], mut value: &[u8]) -> Option<(TopicPartition, Position)> {
-    if key.len() < 2 {
-        return None;
-    }
-    let len = key.get_i16();
-    let len = usize::try_from(len).ok()?;
-    if key.len() != len + 4 {
-        return None;
-    }
-    let topic = std::str::from_utf8(&key[..len]).ok()?.to_string();
-    key.advance(len);
-    let partition = key.get_i32();
-    if value.len() != 18 || value.get_i16() != 0 {
-        return None;
-    }
-    let source_next = value.get_i64();
-    let target_next = value.get_i64();
+pub fn decode(key: &[u8], value: &[u8]) -> Option<(TopicPartition, Position)> {
+    let mut k = Reader::new(RECORD, Part::Key, key);
+    let topic = k.string("topic").ok()?;
+    let partition = k.i32("partition").ok()?;
+    k.finish().ok()?;
+    let mut v = Reader::new(RECORD, Part::Value, value);
+    v.version().ok()?;
+    let source_next = v.i64("source_next").ok()?;
+    let target_next = v.i64("target_next").ok()?;
+    v.finish().ok()?;
     Some((
         TopicPartition::new(topic, partition),
         Position {
@@ -76,18 +65,9 @@ pub fn decode(mut key: &[u8], mut value: &[u8]) -> Option<(TopicPartition, Posit
 pub fn encode(positions: &[(TopicPartition, Position)], timestamp: i64) -> RawBatch {
     let encoded: Vec<(Bytes, Bytes)> = positions
         .iter()
-        .map(|(tp, pos)| (encode_key(tp), encode_value(pos)))
+        .map(|(tp, pos)| (encode_partition_key(tp), encode_value(pos)))
         .collect();
-    let records: Vec<OwnRecord<'_>> = encoded
-        .iter()
-        .map(|(k, v)| OwnRecord {
-            key: Some(k),
-            value: Some(v),
-            timestamp,
-        })
-        .collect();
-    RawBatch::new(encode_batch(&records, &ProducerStamp::NONE))
-        .expect("encode_batch builds valid batches")
+    records::batch(&encoded, timestamp)
 }
 
 /// Reads the whole progress topic (to its current end) and returns the last position per
@@ -119,14 +99,17 @@ mod tests {
             target_next: 99,
         };
         assert_eq!(
-            decode(&encode_key(&tp), &encode_value(&pos)),
+            decode(&encode_partition_key(&tp), &encode_value(&pos)),
             Some((tp.clone(), pos))
         );
         assert_eq!(
-            &encode_key(&tp)[..],
+            &encode_partition_key(&tp)[..],
             &[0, 6, b'o', b'r', b'd', b'e', b'r', b's', 0, 0, 0, 7]
         );
-        assert_eq!(decode(&encode_key(&tp)[..5], &encode_value(&pos)), None);
+        assert_eq!(
+            decode(&encode_partition_key(&tp)[..5], &encode_value(&pos)),
+            None
+        );
         assert_eq!(decode(&[0xff, 0xff], &encode_value(&pos)), None);
         let batch = encode(&[(tp.clone(), pos)], 5);
         let decoded = decode_uncompressed(&batch).unwrap();

@@ -277,10 +277,7 @@ impl OffsetSync {
     /// If the topic is longer than [`MAX_STRING_LEN`] bytes ([`OffsetSync::validate`]
     /// says; Kafka topic names are at most 249).
     pub fn encode_key(&self) -> Bytes {
-        let mut b = BytesMut::with_capacity(2 + self.topic_partition.topic.len() + 4);
-        put_string(&mut b, &self.topic_partition.topic);
-        b.put_i32(self.topic_partition.partition);
-        b.freeze()
+        encode_partition_key(&self.topic_partition)
     }
 
     pub fn encode_value(&self) -> Bytes {
@@ -343,6 +340,18 @@ fn check_len(
     Ok(())
 }
 
+/// A topic-partition key as `OffsetSync` writes it: STRING topic, INT32 partition. strait's
+/// own progress records use the same key.
+///
+/// # Panics
+/// If the topic is longer than [`MAX_STRING_LEN`] bytes (Kafka topic names are at most 249).
+pub(crate) fn encode_partition_key(tp: &TopicPartition) -> Bytes {
+    let mut b = BytesMut::with_capacity(2 + tp.topic.len() + 4);
+    put_string(&mut b, &tp.topic);
+    b.put_i32(tp.partition);
+    b.freeze()
+}
+
 /// `Type.STRING`: INT16 length and the UTF-8 bytes.
 fn put_string(b: &mut BytesMut, s: &str) {
     let len = i16::try_from(s.len()).expect("MM2 STRING longer than 32767 bytes");
@@ -351,14 +360,14 @@ fn put_string(b: &mut BytesMut, s: &str) {
 }
 
 /// Reads one key or value; every read is bounds-checked and names its field.
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     record: &'static str,
     part: Part,
     buf: &'a [u8],
 }
 
 impl<'a> Reader<'a> {
-    fn new(record: &'static str, part: Part, buf: &'a [u8]) -> Self {
+    pub(crate) fn new(record: &'static str, part: Part, buf: &'a [u8]) -> Self {
         Reader { record, part, buf }
     }
 
@@ -383,19 +392,19 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
-    fn i16(&mut self, field: &'static str) -> Result<i16, FormatError> {
+    pub(crate) fn i16(&mut self, field: &'static str) -> Result<i16, FormatError> {
         self.array(field).map(i16::from_be_bytes)
     }
 
-    fn i32(&mut self, field: &'static str) -> Result<i32, FormatError> {
+    pub(crate) fn i32(&mut self, field: &'static str) -> Result<i32, FormatError> {
         self.array(field).map(i32::from_be_bytes)
     }
 
-    fn i64(&mut self, field: &'static str) -> Result<i64, FormatError> {
+    pub(crate) fn i64(&mut self, field: &'static str) -> Result<i64, FormatError> {
         self.array(field).map(i64::from_be_bytes)
     }
 
-    fn string(&mut self, field: &'static str) -> Result<String, FormatError> {
+    pub(crate) fn string(&mut self, field: &'static str) -> Result<String, FormatError> {
         let len = self.i16(field)?;
         let Ok(n) = usize::try_from(len) else {
             return Err(FormatError::NegativeLength {
@@ -417,7 +426,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The INT16 header of Heartbeat and Checkpoint values.
-    fn version(&mut self) -> Result<(), FormatError> {
+    pub(crate) fn version(&mut self) -> Result<(), FormatError> {
         let version = self.i16("version")?;
         if version != VERSION {
             return Err(FormatError::UnsupportedVersion {
@@ -428,7 +437,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    fn finish(self) -> Result<(), FormatError> {
+    pub(crate) fn finish(self) -> Result<(), FormatError> {
         if !self.buf.is_empty() {
             return Err(FormatError::TrailingBytes {
                 record: self.record,
