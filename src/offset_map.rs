@@ -59,6 +59,10 @@
 //! (say every `offset.lag.max` records, for MM2's own readers) change no translation when
 //! replayed.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::kafka::TopicPartition;
 use crate::progress::Position;
 
 /// One forwarded batch as the target acknowledged it.
@@ -337,6 +341,10 @@ fn deltas_fit(deltas: &[i32], count: i64, span: i64) -> bool {
         && deltas.last().is_some_and(|&d| i64::from(d) < span)
         && deltas.windows(2).all(|w| w[0] < w[1])
 }
+
+/// The offset maps of a flow, by source partition: written by the produce engine as the
+/// target acknowledges batches, read by the checkpoint task to translate group offsets.
+pub type Translations = Arc<Mutex<HashMap<TopicPartition, OffsetMap>>>;
 
 #[cfg(test)]
 mod tests {

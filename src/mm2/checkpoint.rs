@@ -8,7 +8,7 @@
 //! target, only ever moving them forward.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -20,12 +20,8 @@ use crate::kafka::groups::{self, Committed};
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::topic_sync::ensure_internal_topic;
 use crate::now_ms;
-use crate::offset_map::OffsetMap;
+use crate::offset_map::Translations;
 use crate::policy::ReplicationPolicy;
-
-/// The offset maps of a flow, by source partition: written by the produce engine as the
-/// target acknowledges batches, read here.
-pub type Translations = Arc<Mutex<HashMap<TopicPartition, OffsetMap>>>;
 
 #[derive(Debug, Clone)]
 pub struct CheckpointConfig {

@@ -27,10 +27,10 @@ use crate::fetch::{Chunk, FetchEvent, Fetcher};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::{Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
-use crate::mm2::checkpoint::Translations;
 use crate::mm2::OffsetSync;
 use crate::now_ms;
 use crate::offset_map::Forwarded;
+use crate::offset_map::Translations;
 use crate::progress::{self, Position};
 
 /// Produce knobs, from the flow's configuration.
