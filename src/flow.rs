@@ -76,6 +76,16 @@ pub fn cluster(c: &ClusterConfig) -> Arc<Cluster> {
     )
 }
 
+/// How long a stopping flow waits for the target to acknowledge the batches in flight
+/// before it commits what was acknowledged and gives up on the rest (they are fetched again
+/// on the next start).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a running flow logs its replication status.
+const STATUS_INTERVAL: Duration = Duration::from_secs(5);
+/// The shortest interval between two topic config or ACL syncs: each is a round of admin
+/// requests to both clusters, which a smaller configured interval would hammer.
+const MIN_SYNC_INTERVAL_MS: u64 = 1000;
+
 async fn run_flow(
     flow: FlowConfig,
     source: Arc<Cluster>,
@@ -87,6 +97,56 @@ async fn run_flow(
         flow: name.clone(),
         source,
     };
+    let mut running = start(&flow, &source, &target).await.map_err(fail)?;
+    tracing::info!(flow = %name, partitions = running.resume.len(), "progress restored");
+    let error = control(&flow, &name, &source, &target, &mut running, &shutdown)
+        .await
+        .err()
+        .map(fail);
+    let stats = match running.stop(&name).await {
+        Ok(stats) => stats,
+        Err(e) => return Err(error.unwrap_or(fail(e))),
+    };
+    tracing::info!(flow = %name, records = stats.records, batches = stats.batches, bytes = stats.bytes, lag = stats.lag, "flow stopped; progress committed");
+    if let Some(e) = error {
+        return Err(e);
+    }
+    if stats.stopped > 0 {
+        return Err(FlowError::Stopped {
+            flow: name,
+            count: stats.stopped,
+        });
+    }
+    Ok(())
+}
+
+/// A started flow: its engines and background tasks, and what the control loop needs.
+struct Running {
+    fetcher: Fetcher,
+    fetch_task: tokio::task::JoinHandle<()>,
+    fetch_shutdown: CancellationToken,
+    engine_task: tokio::task::JoinHandle<Result<Stats, KafkaError>>,
+    engine_shutdown: CancellationToken,
+    commands: mpsc::UnboundedSender<Command>,
+    stats: watch::Receiver<Stats>,
+    syncs_task: tokio::task::JoinHandle<Result<(), KafkaError>>,
+    side_tasks: tokio::task::JoinSet<Result<(), KafkaError>>,
+    side_shutdown: CancellationToken,
+    /// Committed positions restored at start-up.
+    resume: HashMap<TopicPartition, Position>,
+    /// The progress topic does not exist yet (a first start).
+    create_progress: bool,
+    progress_topic: String,
+    /// The first discovery, made during start-up.
+    first_discovery: Option<Result<Discovered, KafkaError>>,
+}
+
+/// Restores the flow's state and starts its engines and background tasks.
+async fn start(
+    flow: &FlowConfig,
+    source: &Arc<Cluster>,
+    target: &Arc<Cluster>,
+) -> Result<Running, KafkaError> {
     let progress_topic = progress::topic_name(&flow.source);
     let (syncs_cluster, syncs_topic) = match flow.offset_syncs_location {
         Location::Source => (source.clone(), flow.policy.offset_syncs_topic(&flow.target)),
@@ -96,7 +156,7 @@ async fn run_flow(
         max_in_flight: flow.produce_max_in_flight,
         max_request_bytes: flow.produce_max_request_bytes,
         commit_interval: Duration::from_millis(flow.progress_commit_interval_ms),
-        drain_timeout: Duration::from_secs(30),
+        drain_timeout: DRAIN_TIMEOUT,
         coalesce_bytes: flow.produce_coalesce_bytes,
     };
     let translations: Translations = Arc::default();
@@ -118,20 +178,20 @@ async fn run_flow(
             .iter()
             .any(|t| t.name == progress_topic && t.error_code == 0)
         {
-            Ok((progress::load(&target, &progress_topic).await?, false))
+            Ok((progress::load(target, &progress_topic).await?, false))
         } else {
             Ok((HashMap::new(), true))
         }
     };
     // The first discovery (source metadata, remote topics created on the target) too; its
-    // errors are handled below like those of every later discovery.
+    // errors are handled by the control loop like those of every later discovery.
     let first_discovery =
-        async { Ok::<_, KafkaError>(discover(&flow, &source, &target, &HashMap::new()).await) };
+        async { Ok::<_, KafkaError>(discover(flow, source, target, &HashMap::new()).await) };
     // The fetcher reads nothing until partitions are assigned, after the discovery.
     let (events_tx, events_rx) = mpsc::channel(1024);
     let fetch_shutdown = CancellationToken::new();
     let (fetcher, fetch_task) = Fetcher::spawn(
-        &source,
+        source,
         FetchConfig {
             max_wait_ms: flow.fetch_max_wait_ms,
             // Room for the response being read next to a buffer that may be full.
@@ -143,7 +203,7 @@ async fn run_flow(
         events_tx,
         fetch_shutdown.clone(),
     );
-    let ((resume, mut create_progress), written, engine, first_discovery) = tokio::try_join!(
+    let ((resume, create_progress), written, engine, first_discovery) = tokio::try_join!(
         restore_progress,
         offset_sync::load(&syncs_cluster, &syncs_topic),
         Engine::new(
@@ -156,11 +216,7 @@ async fn run_flow(
         ),
         first_discovery,
     )
-    .map_err(|e| {
-        fetch_shutdown.cancel();
-        fail(e)
-    })?;
-    tracing::info!(flow = %name, partitions = resume.len(), "progress restored");
+    .inspect_err(|_| fetch_shutdown.cancel())?;
     // Offset maps as they were: the syncs written so far, bounded by the committed positions.
     *translations.lock().unwrap() = resume
         .iter()
@@ -169,29 +225,11 @@ async fn run_flow(
             (tp.clone(), OffsetMap::from_syncs(syncs, Some(*pos)))
         })
         .collect();
-    let (commands_tx, commands_rx) = mpsc::unbounded_channel();
-    let (stats_tx, stats_rx) = watch::channel(Stats::default());
+    let (commands, commands_rx) = mpsc::unbounded_channel();
+    let (stats_tx, stats) = watch::channel(Stats::default());
     let engine_shutdown = CancellationToken::new();
     let engine_task =
         tokio::spawn(engine.run(events_rx, commands_rx, stats_tx, engine_shutdown.clone()));
-
-    let side_shutdown = CancellationToken::new();
-    let mut side_tasks = tokio::task::JoinSet::new();
-    if flow.emit_heartbeats.enabled {
-        let config = HeartbeatConfig {
-            source_alias: flow.source.clone(),
-            target_alias: flow.target.clone(),
-            topic: flow.policy.heartbeats_topic().to_string(),
-            interval: Duration::from_millis(flow.emit_heartbeats.interval_ms),
-            replication_factor: flow.internal_replication_factor,
-        };
-        side_tasks.spawn(heartbeat::run(
-            config,
-            target.clone(),
-            side_shutdown.clone(),
-        ));
-    }
-
     // The writer drains on its own once the engine (the only sender) is gone.
     let syncs_task = tokio::spawn(offset_sync::run(
         syncs_cluster,
@@ -200,6 +238,46 @@ async fn run_flow(
         syncs_rx,
         CancellationToken::new(),
     ));
+    let side_shutdown = CancellationToken::new();
+    let side_tasks = spawn_side_tasks(flow, source, target, &translations, &side_shutdown);
+    Ok(Running {
+        fetcher,
+        fetch_task,
+        fetch_shutdown,
+        engine_task,
+        engine_shutdown,
+        commands,
+        stats,
+        syncs_task,
+        side_tasks,
+        side_shutdown,
+        resume,
+        create_progress,
+        progress_topic,
+        first_discovery: Some(first_discovery),
+    })
+}
+
+/// The flow's MM2 background tasks the configuration enables: heartbeats, and checkpoints
+/// with consumer-group offset sync.
+fn spawn_side_tasks(
+    flow: &FlowConfig,
+    source: &Arc<Cluster>,
+    target: &Arc<Cluster>,
+    translations: &Translations,
+    shutdown: &CancellationToken,
+) -> tokio::task::JoinSet<Result<(), KafkaError>> {
+    let mut tasks = tokio::task::JoinSet::new();
+    if flow.emit_heartbeats.enabled {
+        let config = HeartbeatConfig {
+            source_alias: flow.source.clone(),
+            target_alias: flow.target.clone(),
+            topic: flow.policy.heartbeats_topic().to_string(),
+            interval: Duration::from_millis(flow.emit_heartbeats.interval_ms),
+            replication_factor: flow.internal_replication_factor,
+        };
+        tasks.spawn(heartbeat::run(config, target.clone(), shutdown.clone()));
+    }
     if flow.emit_checkpoints.enabled {
         let config = CheckpointConfig {
             source_alias: flow.source.clone(),
@@ -212,113 +290,115 @@ async fn run_flow(
                 .then(|| Duration::from_millis(flow.sync_group_offsets.interval_ms)),
             replication_factor: flow.internal_replication_factor,
         };
-        side_tasks.spawn(checkpoint::run(
+        tasks.spawn(checkpoint::run(
             config,
             source.clone(),
             target.clone(),
             translations.clone(),
-            side_shutdown.clone(),
+            shutdown.clone(),
         ));
     }
+    tasks
+}
 
+/// The control loop of a running flow until `shutdown`: topic discovery and assignment,
+/// config and ACL syncs, status lines. Returns the error that ends the flow early, if any.
+async fn control(
+    flow: &FlowConfig,
+    name: &str,
+    source: &Cluster,
+    target: &Cluster,
+    running: &mut Running,
+    shutdown: &CancellationToken,
+) -> Result<(), KafkaError> {
+    let sync_interval = |ms: u64| Duration::from_millis(ms.max(MIN_SYNC_INTERVAL_MS));
     let mut known: HashMap<String, i32> = HashMap::new();
     let mut refresh = tokio::time::interval(Duration::from_millis(flow.refresh_topics_interval_ms));
-    let mut config_sync = tokio::time::interval(Duration::from_millis(
-        flow.sync_topic_configs.interval_ms.max(1000),
-    ));
-    let mut acl_sync = tokio::time::interval(Duration::from_millis(
-        flow.sync_topic_acls.interval_ms.max(1000),
-    ));
+    let mut config_sync = tokio::time::interval(sync_interval(flow.sync_topic_configs.interval_ms));
+    let mut acl_sync = tokio::time::interval(sync_interval(flow.sync_topic_acls.interval_ms));
+    let mut status = tokio::time::interval(STATUS_INTERVAL);
     refresh.tick().await;
     config_sync.tick().await;
     acl_sync.tick().await;
-    let mut status = tokio::time::interval(Duration::from_secs(5));
     status.tick().await;
-    let mut error = None;
-    let mut discovered = Some(first_discovery);
+    let mut discovered = running.first_discovery.take();
     loop {
         match discovered.take().map(|found| {
-            found.map(|found| assign(&flow, found, &resume, &mut known, &fetcher, &commands_tx))
+            found.map(|found| {
+                assign(
+                    flow,
+                    found,
+                    &running.resume,
+                    &mut known,
+                    &running.fetcher,
+                    &running.commands,
+                )
+            })
         }) {
             // New remote topics get the source's ACLs now, not an interval later.
             Some(Ok(new)) if !new.is_empty() && flow.sync_topic_acls.enabled => {
-                if let Err(e) = sync_acls(&source, &target, &flow.policy, &flow.source, &new).await
-                {
+                if let Err(e) = sync_acls(source, target, &flow.policy, &flow.source, &new).await {
                     tracing::warn!(flow = %name, error = %e, "topic ACL sync failed; retrying at the next interval");
                 }
             }
-            Some(Err(e)) if known.is_empty() && !e.is_retriable() => {
-                error = Some(fail(e));
-                break;
-            }
+            Some(Err(e)) if known.is_empty() && !e.is_retriable() => return Err(e),
             Some(Err(e)) => {
                 tracing::warn!(flow = %name, error = %e, "topic discovery failed; retrying at the next refresh")
             }
             Some(Ok(_)) | None => {}
         }
-        if create_progress {
-            create_progress = false;
+        if running.create_progress {
+            running.create_progress = false;
             let rf = flow.internal_replication_factor;
-            if let Err(e) = ensure_internal_topic(&target, &progress_topic, rf).await {
-                error = Some(fail(e));
-                break;
-            }
+            ensure_internal_topic(target, &running.progress_topic, rf).await?;
         }
         tokio::select! {
-            _ = shutdown.cancelled() => break,
-            _ = refresh.tick() => discovered = Some(discover(&flow, &source, &target, &known).await),
+            _ = shutdown.cancelled() => return Ok(()),
+            _ = refresh.tick() => discovered = Some(discover(flow, source, target, &known).await),
             _ = config_sync.tick(), if flow.sync_topic_configs.enabled => {
                 let topics: Vec<String> = known.keys().cloned().collect();
-                if let Err(e) = sync_configs(&flow, &source, &target, &topics).await {
+                if let Err(e) = sync_configs(flow, source, target, &topics).await {
                     tracing::warn!(flow = %name, error = %e, "topic config sync failed; retrying at the next interval");
                 }
             }
             _ = acl_sync.tick(), if flow.sync_topic_acls.enabled => {
                 let topics: Vec<String> = known.keys().cloned().collect();
-                if let Err(e) = sync_acls(&source, &target, &flow.policy, &flow.source, &topics).await {
+                if let Err(e) = sync_acls(source, target, &flow.policy, &flow.source, &topics).await {
                     tracing::warn!(flow = %name, error = %e, "topic ACL sync failed; retrying at the next interval");
                 }
             }
-            Some(done) = side_tasks.join_next(), if !side_tasks.is_empty() => {
+            Some(done) = running.side_tasks.join_next(), if !running.side_tasks.is_empty() => {
                 if let Ok(Err(e)) = done {
                     tracing::error!(flow = %name, error = %e, "a background task of the flow failed");
                 }
             }
             _ = status.tick() => {
-                let s = stats_rx.borrow().clone();
+                let s = running.stats.borrow().clone();
                 tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, "replication status");
             }
         }
     }
-    side_shutdown.cancel();
-    while side_tasks.join_next().await.is_some() {}
-    // Stop reading the source first, then let the engine drain and commit.
-    fetch_shutdown.cancel();
-    let _ = fetch_task.await;
-    engine_shutdown.cancel();
-    let stats = match engine_task.await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(error.unwrap_or(fail(e))),
-        Err(e) => {
-            return Err(fail(KafkaError::Other(format!(
-                "produce engine panicked: {e}"
-            ))))
+}
+
+impl Running {
+    /// The one drain: background tasks stop, then the source reads, then the engine drains
+    /// its batches in flight and commits; the offset syncs writer finishes last.
+    async fn stop(mut self, name: &str) -> Result<Stats, KafkaError> {
+        self.side_shutdown.cancel();
+        while self.side_tasks.join_next().await.is_some() {}
+        // Stop reading the source first, then let the engine drain and commit.
+        self.fetch_shutdown.cancel();
+        let _ = self.fetch_task.await;
+        self.engine_shutdown.cancel();
+        let stats = match self.engine_task.await {
+            Ok(result) => result?,
+            Err(e) => return Err(KafkaError::Other(format!("produce engine panicked: {e}"))),
+        };
+        if let Ok(Err(e)) = self.syncs_task.await {
+            tracing::warn!(flow = %name, error = %e, "offset syncs topic unavailable");
         }
-    };
-    tracing::info!(flow = %name, records = stats.records, batches = stats.batches, bytes = stats.bytes, lag = stats.lag, "flow stopped; progress committed");
-    if let Ok(Err(e)) = syncs_task.await {
-        tracing::warn!(flow = %name, error = %e, "offset syncs topic unavailable");
+        Ok(stats)
     }
-    if let Some(e) = error {
-        return Err(e);
-    }
-    if stats.stopped > 0 {
-        return Err(FlowError::Stopped {
-            flow: name,
-            count: stats.stopped,
-        });
-    }
-    Ok(())
 }
 
 /// What one discovery found: the partition count of every source topic the flow replicates,
