@@ -4,15 +4,17 @@
 //! a zero-copy slice of a Fetch response, with a read-only view of its 61-byte header and
 //! its CRC32C check. Here too are the operations the forwarding path needs on a batch:
 //! splitting a partition's `records` into batches ([`split_batches`]) and stamping strait's
-//! own producer identity into a new header for the target ([`RawBatch::stamp`]). The
-//! forwarding path never decompresses or decodes records.
+//! own producer identity into a new header for the target ([`RawBatch::stamp`]). On that
+//! path records are never decompressed or decoded: a batch goes out with the records bytes
+//! it came with, behind a new header.
 //!
 //! The submodules own the rest: `aborted` drops the batches of aborted transactions
 //! ([`AbortedFilter`], KIP-98); `records` is the record codec ([`encode_batch`],
-//! [`decode_uncompressed`]) for strait's own internal topics, control markers and tests;
-//! `rewrite` re-frames records where forwarding as-is is not possible: batches with
-//! compacted-topic holes ([`renumber`]) and opt-in coalescing of small batches
-//! ([`coalesce`]). `compression` and `crc` are the codecs those use.
+//! [`decode_uncompressed`]) for strait's own internal topics and the markers of control
+//! batches; `rewrite` re-frames the records of batches that cannot go out as they came:
+//! batches of compacted topics with holes in their offsets ([`renumber`]) and, opt-in,
+//! small batches coalesced into one ([`coalesce`]). `compression` and `crc` are the codecs
+//! those use.
 //!
 //! The layout follows `org.apache.kafka.common.record.DefaultRecordBatch` and
 //! `DefaultRecord`; every read of a length or an offset that came off the network is

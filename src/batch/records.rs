@@ -1,7 +1,8 @@
 //! The record codec: the records inside a batch, which the forwarding path never reads.
 //!
 //! [`encode_batch`] builds uncompressed batches for strait's own internal topics;
-//! [`decode_uncompressed`] reads them back, and reads control markers and test fixtures.
+//! [`decode_uncompressed`] reads them back, and reads the marker of a control batch for
+//! [`crate::batch::AbortedFilter`].
 //! The varint and zigzag helpers here are shared with `rewrite`, which re-frames records
 //! without decoding them.
 
@@ -231,8 +232,9 @@ impl RecordReader<'_> {
     }
 }
 
-/// Decodes the records of an uncompressed batch (tests and strait's readers of its own
-/// internal topics). Compressed batches are an error: the forwarding path never decodes.
+/// Decodes the records of an uncompressed batch (strait's readers of its own internal
+/// topics, control-batch markers, tests). Compressed batches are an error: strait's own
+/// topics and control batches are written uncompressed, and forwarding never decodes.
 ///
 /// Offsets are `base_offset + offsetDelta`; timestamps are `base_timestamp + timestampDelta`
 /// for CreateTime and the batch's max timestamp for LogAppendTime, as in the Java client.

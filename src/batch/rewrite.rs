@@ -40,7 +40,7 @@ pub struct Renumbered {
 /// Rewrites a batch with holes (see [`RawBatch::has_holes`]) into one a broker accepts: each
 /// record's `offsetDelta` becomes its index, `lastOffsetDelta` becomes `recordCount - 1`.
 ///
-/// The only place strait re-encodes records. A compressed batch is decompressed (bounded,
+/// With [`coalesce`], the only place strait re-frames records. A compressed batch is decompressed (bounded,
 /// [`crate::batch::compression::DEFAULT_MAX_DECOMPRESSED`]) and compressed again with the same
 /// codec. Every other byte of each record is kept: attributes, the timestampDelta varint as
 /// it was written, key, value and headers; only the offsetDelta varint and the record
