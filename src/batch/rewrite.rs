@@ -25,6 +25,26 @@ impl RawBatch {
         self.record_count() > 0
             && i64::from(self.last_offset_delta()) + 1 != i64::from(self.record_count())
     }
+
+    /// Whether [`coalesce`] may merge this batch with its neighbours: uncompressed, neither
+    /// transactional nor control, at least one record and one record per offset.
+    pub fn is_coalescable(&self) -> bool {
+        self.compression() == Ok(Compression::None)
+            && !self.is_transactional()
+            && !self.is_control()
+            && self.record_count() > 0
+            && !self.has_holes()
+    }
+
+    /// Whether [`coalesce`] may append this batch to a merged batch that ends with `last`:
+    /// both coalescable, the same attributes (codec, timestamp type), and this one starting
+    /// at the offset right after `last`.
+    pub fn can_follow(&self, last: &RawBatch) -> bool {
+        self.is_coalescable()
+            && last.is_coalescable()
+            && self.attributes() == last.attributes()
+            && self.base_offset() == last.next_offset()
+    }
 }
 
 /// A batch whose records were renumbered by [`renumber`].
@@ -199,28 +219,6 @@ fn reframe_records(
     Ok(())
 }
 
-impl RawBatch {
-    /// Whether [`coalesce`] may merge this batch with its neighbours: uncompressed, neither
-    /// transactional nor control, at least one record and one record per offset.
-    pub fn is_coalescable(&self) -> bool {
-        self.compression() == Ok(Compression::None)
-            && !self.is_transactional()
-            && !self.is_control()
-            && self.record_count() > 0
-            && !self.has_holes()
-    }
-
-    /// Whether [`coalesce`] may append this batch to a merged batch that ends with `last`:
-    /// both coalescable, the same attributes (codec, timestamp type), and this one starting
-    /// at the offset right after `last`.
-    pub fn can_follow(&self, last: &RawBatch) -> bool {
-        self.is_coalescable()
-            && last.is_coalescable()
-            && self.attributes() == last.attributes()
-            && self.base_offset() == last.next_offset()
-    }
-}
-
 /// Merges consecutive small batches of one partition into one batch (opt-in, for sources
 /// that write tiny uncompressed batches: one batch per partition per Produce request makes
 /// the target pay per batch).
@@ -299,6 +297,8 @@ mod tests {
     };
     use super::*;
     use proptest::prelude::*;
+
+    // --- renumbering batches with holes -----------------------------------------------
 
     /// Re-encodes `count` records of `plain` with offsetDelta `new_delta(index)`; returns
     /// the records and their old deltas.
