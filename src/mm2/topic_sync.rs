@@ -20,8 +20,6 @@ use kafka_protocol::error::ResponseError;
 
 use crate::kafka::{Cluster, KafkaError};
 
-const TOPIC_ALREADY_EXISTS: i16 = 36;
-
 /// A topic the target must have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicSpec {
@@ -91,7 +89,7 @@ pub async fn ensure_topics(
                     tracing::info!(cluster = %target.alias(), topic = %name, partitions = t.num_partitions, "created topic");
                     created.push(name);
                 }
-                TOPIC_ALREADY_EXISTS => {}
+                code if code == ResponseError::TopicAlreadyExists.code() => {}
                 code => {
                     let detail = t.error_message.map(|m| m.to_string()).unwrap_or_default();
                     KafkaError::check(
@@ -176,6 +174,8 @@ pub async fn ensure_internal_topic(
 const TOPIC_RESOURCE: i8 = 2;
 /// `DescribeConfigs` config source of a value set on the topic itself.
 const DYNAMIC_TOPIC_CONFIG: i8 = 1;
+/// `AlterConfigOp.OpType.SET`.
+const SET: i8 = 0;
 
 /// Topic configs that differ from the broker defaults (set on the topic itself), by topic.
 /// Sensitive values are left out.
@@ -244,7 +244,7 @@ pub async fn apply_configs(
         .map(|(k, v)| {
             AlterableConfig::default()
                 .with_name(StrBytes::from_string(k.clone()))
-                .with_config_operation(0)
+                .with_config_operation(SET)
                 .with_value(Some(StrBytes::from_string(v.clone())))
         })
         .collect();
