@@ -12,14 +12,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClusterConfig, Config, FlowConfig, Location};
 use crate::fetch::{FetchConfig, Fetcher};
+use crate::kafka::admin::{topic_configs, TopicSpec};
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::acl_sync::sync_acls;
 use crate::mm2::checkpoint::{self, CheckpointConfig};
 use crate::mm2::heartbeat::{self, HeartbeatConfig};
 use crate::mm2::offset_sync;
 use crate::mm2::topic_sync::{
-    apply_configs, ensure_internal_topic, ensure_topics, replicable_configs, topic_configs,
-    TopicSpec,
+    apply_configs, ensure_internal_topic, ensure_topics, replicable_configs,
 };
 use crate::offset_map::{OffsetMap, Translations};
 use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};

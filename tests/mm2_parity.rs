@@ -321,7 +321,7 @@ fn new_topics_partitions_and_configs_follow_the_source() {
                 "t",
                 Duration::from_secs(10),
             );
-            let all = block_on(strait::mm2::topic_sync::topic_configs(
+            let all = block_on(strait::kafka::admin::topic_configs(
                 &c,
                 std::slice::from_ref(&remote),
             ))

@@ -2,6 +2,8 @@
 //! and the error type shared by everything that talks to a broker. Messages themselves come
 //! from the `kafka-protocol` crate; this module owns how they travel.
 
+pub mod acls;
+pub mod admin;
 pub mod appender;
 pub mod backoff;
 pub mod buffer_pool;
