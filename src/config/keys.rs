@@ -2,6 +2,7 @@
 //! counterpart, default, status, documentation and the setter that stores its value into the
 //! raw structs, plus the value parsers those setters share. The key reference table in
 //! `docs/configuration.md` is generated from it (and checked by its tests).
+
 use super::model::{Location, OffsetReset};
 use super::raw::{Origin, PolicyKind, RawCluster, RawFlow, Sourced};
 
