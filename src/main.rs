@@ -68,16 +68,14 @@ fn main() -> ExitCode {
     let path = match &cli.command {
         Command::Run { config } | Command::Check { config } => config.clone(),
     };
-    let (config, warnings) = match strait::config::load(&path) {
-        Ok(c) => c,
+    // `load` logs each warning itself, for `run` and `check` alike.
+    let config = match strait::config::load(&path) {
+        Ok((config, _warnings)) => config,
         Err(e) => {
             eprintln!("strait: {e}");
             return ExitCode::from(2);
         }
     };
-    for w in &warnings {
-        tracing::warn!("{w}");
-    }
     let result = match cli.command {
         Command::Run { .. } => runtime.block_on(run(config)),
         Command::Check { .. } => runtime.block_on(check(config)),

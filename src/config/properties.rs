@@ -14,10 +14,9 @@
 
 use std::collections::HashMap;
 
-use super::{
-    find_key, parse_list, ConfigError, ConfigWarning, Format, KeySpec, Origin, Pos, RawCluster,
-    RawConfig, RawFlow, Scope, Setter, Sourced, Status, WarningKind,
-};
+use super::error::{ConfigError, ConfigWarning, WarningKind};
+use super::keys::{find_key, parse_list, KeySpec, Scope, Setter, Status};
+use super::raw::{Format, Origin, Pos, RawCluster, RawConfig, RawFlow, Sourced};
 
 /// One `key=value` pair after unescaping, with the line its logical line starts on.
 #[derive(Clone, Debug, PartialEq, Eq)]

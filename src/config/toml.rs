@@ -16,7 +16,8 @@
 //! replication_factor = 1
 //! ```
 
-use super::{ConfigError, Format, RawConfig};
+use super::error::ConfigError;
+use super::raw::{Format, RawConfig};
 
 /// Byte offsets where each line starts.
 pub(crate) fn line_starts(text: &str) -> Vec<usize> {

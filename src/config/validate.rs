@@ -11,11 +11,10 @@ use std::collections::BTreeSet;
 
 use regex::Regex;
 
+use super::error::{ConfigError, ConfigWarning, WarningKind};
+use super::model::{defaults, ClusterConfig, Config, FlowConfig, Interval};
+use super::raw::{Format, Origin, PolicyKind, Pos, RawConfig, RawFlow, Sourced};
 use super::toml::line_of;
-use super::{
-    defaults, ClusterConfig, Config, ConfigError, ConfigWarning, FlowConfig, Format, Interval,
-    Origin, PolicyKind, Pos, RawConfig, RawFlow, Sourced, WarningKind,
-};
 use crate::filter::{
     full_match_regex, full_match_regexes, GroupFilter, TopicFilter, DEFAULT_GROUPS,
     DEFAULT_GROUPS_EXCLUDE, DEFAULT_TOPICS, DEFAULT_TOPICS_EXCLUDE,

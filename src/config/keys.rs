@@ -1,0 +1,1021 @@
+//! The `mm2.properties` key table [`KEYS`]: for every key strait knows, its scope, TOML
+//! counterpart, default, status, documentation and the setter that stores its value into the
+//! raw structs, plus the value parsers those setters share. The key reference table in
+//! `docs/configuration.md` is generated from it (and checked by its tests).
+
+use super::model::{Location, OffsetReset};
+use super::raw::{Origin, PolicyKind, RawCluster, RawFlow, Sourced};
+
+/// Where an `mm2.properties` key is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Top level only (`clusters`).
+    Global,
+    /// `<alias>.<key>`; at top level, a default for every cluster.
+    Cluster,
+    /// `A->B.<key>`; at top level, a default for every flow.
+    Flow,
+    /// `<alias>.<key>`: a flow setting for flows whose *source* is `<alias>` (MM2 client
+    /// keys such as `<alias>.consumer.auto.offset.reset`).
+    SourceCluster,
+    /// `<alias>.<key>`: a flow setting for flows whose *target* is `<alias>`
+    /// (`<alias>.producer.linger.ms`).
+    TargetCluster,
+}
+
+/// What strait does with a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Honoured.
+    Implemented,
+    /// Accepted and kept, used only as a hint (`tasks.max`).
+    Hint,
+    /// Kept in the model but not acted on yet; a non-default value is a warning.
+    NotYet,
+    /// Accepted for compatibility and not acted on; a non-default value is a warning.
+    Unsupported,
+    /// Honoured, with a warning naming the current key.
+    Deprecated(&'static str),
+}
+
+/// Whose name a key is: when strait's name and an MM2 name for the same setting are both
+/// written in one scope, strait's wins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spelling {
+    /// A strait key (`progress.commit.interval.ms`).
+    Strait,
+    /// A MirrorMaker 2 / Kafka client key.
+    Mm2,
+}
+
+type FlowSetter = fn(&mut RawFlow, &str, Origin) -> Result<(), String>;
+type ClusterSetter = fn(&mut RawCluster, &str, Origin) -> Result<(), String>;
+
+/// How a key's value reaches the raw structs.
+#[derive(Clone, Copy)]
+pub(crate) enum Setter {
+    /// Read by the parser itself (`clusters`).
+    Parser,
+    /// Not stored; the value is only type-checked.
+    Check(fn(&str) -> Result<(), String>),
+    /// Stored into a [`RawCluster`].
+    Cluster(ClusterSetter),
+    /// Stored into a [`RawFlow`].
+    Flow(FlowSetter),
+}
+
+/// One `mm2.properties` key: the single source of truth for its name, TOML counterpart,
+/// default, documentation and how it is stored.
+pub struct KeySpec {
+    /// The key, relative to its prefix (`topics` is written `topics` or `A->B.topics`).
+    pub name: &'static str,
+    /// Where the key is written.
+    pub scope: Scope,
+    /// The TOML field holding the same setting, if any (in `[[flows]]` or
+    /// `[clusters.<alias>]`).
+    pub toml: Option<&'static str>,
+    /// What strait does with it.
+    pub status: Status,
+    /// Whose name it is.
+    pub spelling: Spelling,
+    /// The default value (empty: required, or none). This is the value after `.properties`
+    /// unescaping: in the file, each backslash is written twice.
+    pub default: &'static str,
+    /// One-line meaning, with units.
+    pub doc: &'static str,
+    pub(crate) set: Setter,
+}
+
+impl KeySpec {
+    const fn new(name: &'static str, scope: Scope, default: &'static str, set: Setter) -> Self {
+        KeySpec {
+            name,
+            scope,
+            toml: None,
+            status: Status::Implemented,
+            spelling: Spelling::Mm2,
+            default,
+            doc: "",
+            set,
+        }
+    }
+    const fn toml(mut self, field: &'static str) -> Self {
+        self.toml = Some(field);
+        self
+    }
+    const fn status(mut self, status: Status) -> Self {
+        self.status = status;
+        self
+    }
+    const fn strait(mut self) -> Self {
+        self.spelling = Spelling::Strait;
+        self
+    }
+    const fn doc(mut self, doc: &'static str) -> Self {
+        self.doc = doc;
+        self
+    }
+
+    /// Precedence among spellings of one setting in one scope.
+    pub(crate) fn rank(&self) -> u8 {
+        match (self.status, self.spelling) {
+            (Status::Deprecated(_), _) => 0,
+            (_, Spelling::Mm2) => 1,
+            (_, Spelling::Strait) => 2,
+        }
+    }
+}
+
+/// The key a property is looked up under.
+pub(crate) fn find_key(scope: Scope, name: &str) -> Option<&'static KeySpec> {
+    KEYS.iter().find(|k| k.scope == scope && k.name == name)
+}
+
+/// All keys strait knows in `mm2.properties`.
+pub fn keys() -> &'static [KeySpec] {
+    KEYS
+}
+
+// Value parsers shared by the setters. Values arrive trimmed, as Kafka's ConfigDef trims them.
+
+/// Kafka `Type.BOOLEAN`: `true`/`false`, any case.
+pub(crate) fn parse_bool(v: &str) -> Result<bool, String> {
+    if v.eq_ignore_ascii_case("true") {
+        Ok(true)
+    } else if v.eq_ignore_ascii_case("false") {
+        Ok(false)
+    } else {
+        Err(format!("expected true or false, got `{v}`"))
+    }
+}
+
+/// Kafka `Type.INT/LONG/SHORT`: a decimal integer; ranges are checked in validation.
+pub(crate) fn parse_int(v: &str) -> Result<i64, String> {
+    v.parse::<i64>()
+        .map_err(|_| format!("expected an integer, got `{v}`"))
+}
+
+/// A whole number of seconds, stored in milliseconds.
+fn parse_seconds_as_ms(v: &str) -> Result<i64, String> {
+    parse_int(v)?
+        .checked_mul(1000)
+        .ok_or_else(|| format!("`{v}` seconds is too large"))
+}
+
+/// Kafka `Type.LIST`: comma-separated, items trimmed; empty items dropped (an empty list
+/// means "nothing", as in MM2).
+pub(crate) fn parse_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn parse_list_ok(v: &str) -> Result<Vec<String>, String> {
+    Ok(parse_list(v))
+}
+
+fn parse_string(v: &str) -> Result<String, String> {
+    Ok(v.to_string())
+}
+
+const DEFAULT_POLICY_CLASS: &str = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy";
+const IDENTITY_POLICY_CLASS: &str = "org.apache.kafka.connect.mirror.IdentityReplicationPolicy";
+
+fn parse_policy_class(v: &str) -> Result<PolicyKind, String> {
+    match v {
+        DEFAULT_POLICY_CLASS | "DefaultReplicationPolicy" => Ok(PolicyKind::Default),
+        IDENTITY_POLICY_CLASS | "IdentityReplicationPolicy" => Ok(PolicyKind::Identity),
+        _ => Err(format!(
+            "unsupported replication policy `{v}`: strait implements {DEFAULT_POLICY_CLASS} and \
+             {IDENTITY_POLICY_CLASS}"
+        )),
+    }
+}
+
+fn parse_offset_reset(v: &str) -> Result<OffsetReset, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "earliest" => Ok(OffsetReset::Earliest),
+        "latest" => Ok(OffsetReset::Latest),
+        _ => Err(format!(
+            "unsupported offset reset `{v}`: strait implements earliest and latest"
+        )),
+    }
+}
+
+/// MM2 validates `offset-syncs.topic.location` case-sensitively.
+fn parse_location(v: &str) -> Result<Location, String> {
+    match v {
+        "source" => Ok(Location::Source),
+        "target" => Ok(Location::Target),
+        _ => Err(format!("expected source or target, got `{v}`")),
+    }
+}
+
+/// Stores `value` unless the slot already holds a higher-ranked spelling.
+fn put<T>(slot: &mut Option<Sourced<T>>, value: T, origin: Origin) {
+    if slot
+        .as_ref()
+        .is_some_and(|old| old.origin.rank > origin.rank)
+    {
+        return;
+    }
+    *slot = Some(Sourced { value, origin });
+}
+
+/// MM2 has three internal-topic replication factors, strait one: among the MM2 keys the
+/// largest wins, so no internal topic gets less durability than asked for.
+fn put_max(slot: &mut Option<Sourced<i64>>, value: i64, origin: Origin) {
+    if let Some(old) = slot {
+        if old.origin.rank > origin.rank || (old.origin.rank == origin.rank && old.value > value) {
+            return;
+        }
+    }
+    *slot = Some(Sourced { value, origin });
+}
+
+macro_rules! flow {
+    ($field:ident, $parse:expr) => {
+        Setter::Flow(|f, v, o| {
+            put(&mut f.$field, ($parse)(v)?, o);
+            Ok(())
+        })
+    };
+}
+
+macro_rules! cluster {
+    ($field:ident, $parse:expr) => {
+        Setter::Cluster(|c, v, o| {
+            put(&mut c.$field, ($parse)(v)?, o);
+            Ok(())
+        })
+    };
+}
+
+const INTERNAL_RF: Setter = Setter::Flow(|f, v, o| {
+    put_max(&mut f.internal_replication_factor, parse_int(v)?, o);
+    Ok(())
+});
+const CHECK_BOOL: Setter = Setter::Check(|v| parse_bool(v).map(|_| ()));
+const CHECK_INT: Setter = Setter::Check(|v| parse_int(v).map(|_| ()));
+const CHECK_ANY: Setter = Setter::Check(|_| Ok(()));
+
+use Scope::{Cluster, Flow, Global, SourceCluster, TargetCluster};
+
+/// `topics.exclude` default as written in the key table (see [`crate::filter`]).
+const TOPICS_EXCLUDE_TEXT: &str = r".*[\-\.]internal, .*\.replica, __.*";
+/// `groups.exclude` default as written in the key table.
+const GROUPS_EXCLUDE_TEXT: &str = "console-consumer-.*, connect-.*, __.*";
+/// `config.properties.exclude` default as written in the key table.
+const CONFIG_PROPERTIES_EXCLUDE_TEXT: &str = "follower\\.replication\\.throttled\\.replicas, \
+    leader\\.replication\\.throttled\\.replicas, message\\.timestamp\\.difference\\.max\\.ms, \
+    message\\.timestamp\\.type, unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas";
+
+/// Every key strait knows. Lookup is by `(scope, name)`; see `docs/configuration.md`.
+pub static KEYS: &[KeySpec] = &[
+    // --- top level ---
+    KeySpec::new("clusters", Global, "", Setter::Parser).doc(
+        "Comma-separated cluster aliases (required). Each alias needs \
+             `<alias>.bootstrap.servers`.",
+    ),
+    KeySpec::new("config.providers", Global, "", CHECK_ANY)
+        .status(Status::Unsupported)
+        .doc(
+            "Connect config providers for `${provider:path:key}` values; strait does not \
+             substitute them.",
+        ),
+    KeySpec::new(
+        "dedicated.mode.enable.internal.rest",
+        Global,
+        "false",
+        CHECK_BOOL,
+    )
+    .status(Status::Unsupported)
+    .doc("MM2's internal REST server for multi-node clusters; strait has none."),
+    // --- clusters ---
+    KeySpec::new(
+        "bootstrap.servers",
+        Cluster,
+        "",
+        cluster!(bootstrap_servers, parse_list_ok),
+    )
+    .toml("bootstrap_servers")
+    .doc(
+        "Comma-separated `host:port` list to bootstrap from (required for clusters an \
+             enabled flow uses).",
+    ),
+    KeySpec::new(
+        "client.id",
+        Cluster,
+        "strait",
+        cluster!(client_id, parse_string),
+    )
+    .toml("client_id")
+    .doc("Kafka `client.id` sent on every request to this cluster."),
+    KeySpec::new(
+        "request.timeout.ms",
+        Cluster,
+        "30000",
+        cluster!(request_timeout_ms, parse_int),
+    )
+    .toml("request_timeout_ms")
+    .doc("How long to wait for a response from this cluster, in milliseconds."),
+    KeySpec::new(
+        "send.buffer.bytes",
+        Cluster,
+        "131072",
+        cluster!(send_buffer_bytes, parse_int),
+    )
+    .toml("send_buffer_bytes")
+    .doc(
+        "Socket send buffer of connections to this cluster, in bytes; -1 for the OS \
+             default (autotuned). Kafka clients' default: smaller bursts into a broker's \
+             fixed receive buffer drop fewer packets, each a possible 200-ms retransmission \
+             stall. Raise it, or -1, for a distant target.",
+    ),
+    KeySpec::new("security.protocol", Cluster, "PLAINTEXT", CHECK_ANY)
+        .status(Status::Unsupported)
+        .doc(
+            "Kafka security protocol; strait connects with PLAINTEXT only (TLS/SASL not \
+             implemented).",
+        ),
+    // --- flows: what to replicate ---
+    KeySpec::new("enabled", Flow, "false", flow!(enabled, parse_bool))
+        .toml("enabled")
+        .doc(
+            "Whether the flow runs (`A->B.enabled`). In TOML a `[[flows]]` entry is enabled \
+             unless it says `enabled = false`.",
+        ),
+    KeySpec::new("topics", Flow, ".*", flow!(topics, parse_list_ok))
+        .toml("topics")
+        .doc(
+            "Comma-separated regexes of topics to replicate, each matched against the whole \
+             name.",
+        ),
+    KeySpec::new(
+        "topics.exclude",
+        Flow,
+        TOPICS_EXCLUDE_TEXT,
+        flow!(topics_exclude, parse_list_ok),
+    )
+    .toml("topics_exclude")
+    .doc("Comma-separated regexes of topics not to replicate; wins over `topics`."),
+    KeySpec::new(
+        "topics.blacklist",
+        Flow,
+        TOPICS_EXCLUDE_TEXT,
+        flow!(topics_exclude, parse_list_ok),
+    )
+    .toml("topics_exclude")
+    .status(Status::Deprecated("topics.exclude"))
+    .doc(
+        "Old name of `topics.exclude` (removed in Kafka 4.0); `topics.exclude` wins if \
+             both are set.",
+    ),
+    KeySpec::new("groups", Flow, ".*", flow!(groups, parse_list_ok))
+        .toml("groups")
+        .doc(
+            "Comma-separated regexes of consumer groups to checkpoint, each matched against \
+             the whole name.",
+        ),
+    KeySpec::new(
+        "groups.exclude",
+        Flow,
+        GROUPS_EXCLUDE_TEXT,
+        flow!(groups_exclude, parse_list_ok),
+    )
+    .toml("groups_exclude")
+    .doc("Comma-separated regexes of groups not to checkpoint; wins over `groups`."),
+    KeySpec::new(
+        "groups.blacklist",
+        Flow,
+        GROUPS_EXCLUDE_TEXT,
+        flow!(groups_exclude, parse_list_ok),
+    )
+    .toml("groups_exclude")
+    .status(Status::Deprecated("groups.exclude"))
+    .doc(
+        "Old name of `groups.exclude` (removed in Kafka 4.0); `groups.exclude` wins if \
+             both are set.",
+    ),
+    // --- flows: naming ---
+    KeySpec::new(
+        "replication.policy.class",
+        Flow,
+        DEFAULT_POLICY_CLASS,
+        flow!(replication_policy, parse_policy_class),
+    )
+    .toml("replication_policy")
+    .doc(
+        "`...DefaultReplicationPolicy` (remote topic `<source>.<topic>`) or \
+             `...IdentityReplicationPolicy` (same name; no cycle detection). TOML: \
+             `\"default\"` or `\"identity\"`.",
+    ),
+    KeySpec::new(
+        "replication.policy.separator",
+        Flow,
+        ".",
+        flow!(replication_policy_separator, parse_string),
+    )
+    .toml("replication_policy_separator")
+    .doc(
+        "Separator between source alias and topic in remote names, also used in \
+             checkpoints and offset-syncs topic names.",
+    ),
+    KeySpec::new(
+        "replication.policy.internal.topic.separator.enabled",
+        Flow,
+        "true",
+        CHECK_BOOL,
+    )
+    .status(Status::Unsupported)
+    .doc(
+        "`false` makes MM2 use `.` in internal topic names despite a custom separator; \
+             strait always uses the separator.",
+    ),
+    // --- flows: topic creation ---
+    KeySpec::new(
+        "replication.factor",
+        Flow,
+        "2",
+        flow!(replication_factor, parse_int),
+    )
+    .toml("replication_factor")
+    .doc("Replication factor of remote topics strait creates; -1 for the broker default."),
+    KeySpec::new(
+        "internal.topic.replication.factor",
+        Flow,
+        "3",
+        flow!(internal_replication_factor, parse_int),
+    )
+    .toml("internal_replication_factor")
+    .strait()
+    .doc(
+        "Replication factor of strait's internal topics (offset syncs, checkpoints, \
+             heartbeats, progress); -1 for the broker default.",
+    ),
+    KeySpec::new(
+        "offset-syncs.topic.replication.factor",
+        Flow,
+        "3",
+        INTERNAL_RF,
+    )
+    .toml("internal_replication_factor")
+    .doc(
+        "MM2 name for the offset-syncs topic's replication factor. strait has one \
+             internal factor: the largest of the three MM2 keys, unless \
+             `internal.topic.replication.factor` is set.",
+    ),
+    KeySpec::new(
+        "checkpoints.topic.replication.factor",
+        Flow,
+        "3",
+        INTERNAL_RF,
+    )
+    .toml("internal_replication_factor")
+    .doc(
+        "MM2 name for the checkpoints topic's replication factor; see \
+             `offset-syncs.topic.replication.factor`.",
+    ),
+    KeySpec::new(
+        "heartbeats.topic.replication.factor",
+        Flow,
+        "3",
+        INTERNAL_RF,
+    )
+    .toml("internal_replication_factor")
+    .doc(
+        "MM2 name for the heartbeats topic's replication factor; see \
+             `offset-syncs.topic.replication.factor`.",
+    ),
+    // --- flows: periodic tasks ---
+    KeySpec::new("refresh.topics.enabled", Flow, "true", CHECK_BOOL)
+        .status(Status::Unsupported)
+        .doc("Whether to look for new topics and partitions; strait always does."),
+    KeySpec::new(
+        "refresh.topics.interval.seconds",
+        Flow,
+        "600",
+        flow!(refresh_topics_interval_ms, parse_seconds_as_ms),
+    )
+    .toml("refresh_topics_interval_ms")
+    .doc("How often to look for new topics and partitions, in seconds (TOML: milliseconds)."),
+    KeySpec::new("refresh.groups.enabled", Flow, "true", CHECK_BOOL)
+        .status(Status::Unsupported)
+        .doc("Whether to look for new consumer groups; strait lists groups at every checkpoint."),
+    KeySpec::new("refresh.groups.interval.seconds", Flow, "600", CHECK_INT)
+        .status(Status::Unsupported)
+        .doc(
+            "How often MM2 looks for new consumer groups, in seconds; strait lists groups \
+             at every checkpoint.",
+        ),
+    KeySpec::new(
+        "emit.heartbeats.enabled",
+        Flow,
+        "true",
+        flow!(emit_heartbeats_enabled, parse_bool),
+    )
+    .toml("emit_heartbeats_enabled")
+    .doc("Whether to write heartbeats to the target's `heartbeats` topic."),
+    KeySpec::new(
+        "emit.heartbeats.interval.seconds",
+        Flow,
+        "1",
+        flow!(emit_heartbeats_interval_ms, parse_seconds_as_ms),
+    )
+    .toml("emit_heartbeats_interval_ms")
+    .doc("Heartbeat period, in seconds (TOML: milliseconds)."),
+    KeySpec::new(
+        "emit.checkpoints.enabled",
+        Flow,
+        "true",
+        flow!(emit_checkpoints_enabled, parse_bool),
+    )
+    .toml("emit_checkpoints_enabled")
+    .doc(
+        "Whether to write consumer group checkpoints to `<source>.checkpoints.internal` \
+             on the target.",
+    ),
+    KeySpec::new(
+        "emit.checkpoints.interval.seconds",
+        Flow,
+        "60",
+        flow!(emit_checkpoints_interval_ms, parse_seconds_as_ms),
+    )
+    .toml("emit_checkpoints_interval_ms")
+    .doc("Checkpoint period, in seconds (TOML: milliseconds)."),
+    KeySpec::new(
+        "sync.group.offsets.enabled",
+        Flow,
+        "false",
+        flow!(sync_group_offsets_enabled, parse_bool),
+    )
+    .toml("sync_group_offsets_enabled")
+    .doc(
+        "Whether to commit translated offsets for groups that are empty on the target, \
+             only moving them forward.",
+    ),
+    KeySpec::new(
+        "sync.group.offsets.interval.seconds",
+        Flow,
+        "60",
+        flow!(sync_group_offsets_interval_ms, parse_seconds_as_ms),
+    )
+    .toml("sync_group_offsets_interval_ms")
+    .doc("Group offset sync period, in seconds (TOML: milliseconds)."),
+    KeySpec::new(
+        "sync.topic.configs.enabled",
+        Flow,
+        "true",
+        flow!(sync_topic_configs_enabled, parse_bool),
+    )
+    .toml("sync_topic_configs_enabled")
+    .doc("Whether to copy topic configs to remote topics."),
+    KeySpec::new(
+        "sync.topic.configs.interval.seconds",
+        Flow,
+        "600",
+        flow!(sync_topic_configs_interval_ms, parse_seconds_as_ms),
+    )
+    .toml("sync_topic_configs_interval_ms")
+    .doc("Topic config sync period, in seconds (TOML: milliseconds)."),
+    KeySpec::new(
+        "sync.topic.acls.enabled",
+        Flow,
+        "true",
+        flow!(sync_topic_acls_enabled, parse_bool),
+    )
+    .toml("sync_topic_acls_enabled")
+    .status(Status::Implemented)
+    .doc(
+        "Whether to copy the literal topic ACLs of replicated topics to their remote topics \
+             (ALLOW WRITE never, ALLOW ALL as ALLOW READ, DENY as is; only missing ones are \
+             created, none removed; skipped on clusters without an authorizer).",
+    ),
+    KeySpec::new(
+        "sync.topic.acls.interval.seconds",
+        Flow,
+        "600",
+        flow!(sync_topic_acls_interval_ms, parse_seconds_as_ms),
+    )
+    .toml("sync_topic_acls_interval_ms")
+    .status(Status::Implemented)
+    .doc("Topic ACL sync period, in seconds (TOML: milliseconds)."),
+    KeySpec::new("emit.offset-syncs.enabled", Flow, "true", CHECK_BOOL)
+        .status(Status::Unsupported)
+        .doc("Whether to write offset syncs; strait always writes them (checkpoints need them)."),
+    KeySpec::new("heartbeats.replication.enabled", Flow, "true", CHECK_BOOL)
+        .status(Status::Unsupported)
+        .doc(
+            "Whether heartbeats topics are replicated even when `topics` leaves them out; \
+             strait always replicates them.",
+        ),
+    // --- flows: offsets ---
+    KeySpec::new(
+        "offset-syncs.topic.location",
+        Flow,
+        "source",
+        flow!(offset_syncs_location, parse_location),
+    )
+    .toml("offset_syncs_location")
+    .doc("Cluster holding the offset-syncs topic: `source` or `target`."),
+    KeySpec::new(
+        "offset.lag.max",
+        Flow,
+        "100",
+        flow!(offset_lag_max, parse_int),
+    )
+    .toml("offset_lag_max")
+    .doc(
+        "Records a partition may advance before MM2 writes a new offset sync; strait \
+             also writes one at every offset gap.",
+    ),
+    KeySpec::new(
+        "progress.commit.interval.ms",
+        Flow,
+        "5000",
+        flow!(progress_commit_interval_ms, parse_int),
+    )
+    .toml("progress_commit_interval_ms")
+    .strait()
+    .doc(
+        "How often replicated positions are committed, in milliseconds: bounds \
+             duplicates after a crash.",
+    ),
+    KeySpec::new(
+        "offset.flush.interval.ms",
+        Flow,
+        "5000",
+        flow!(progress_commit_interval_ms, parse_int),
+    )
+    .toml("progress_commit_interval_ms")
+    .doc(
+        "Connect's offset commit period (MM2 default 60000), read as \
+             `progress.commit.interval.ms`, which wins if both are set.",
+    ),
+    KeySpec::new(
+        "offset.flush.interval.ms",
+        TargetCluster,
+        "5000",
+        flow!(progress_commit_interval_ms, parse_int),
+    )
+    .toml("progress_commit_interval_ms")
+    .doc(
+        "`<target>.offset.flush.interval.ms`, where MM2 reads it (the Connect worker of \
+             flows into `<target>`).",
+    ),
+    KeySpec::new(
+        "offset.reset",
+        Flow,
+        "earliest",
+        flow!(offset_reset, parse_offset_reset),
+    )
+    .toml("offset_reset")
+    .strait()
+    .doc("Where partitions without committed progress start: `earliest` or `latest`."),
+    KeySpec::new(
+        "consumer.auto.offset.reset",
+        Flow,
+        "earliest",
+        flow!(offset_reset, parse_offset_reset),
+    )
+    .toml("offset_reset")
+    .doc("MM2 consumer name of `offset.reset` (`A->B.consumer.auto.offset.reset`)."),
+    KeySpec::new(
+        "source.consumer.auto.offset.reset",
+        Flow,
+        "earliest",
+        flow!(offset_reset, parse_offset_reset),
+    )
+    .toml("offset_reset")
+    .doc("MM2 source-consumer name of `offset.reset`."),
+    KeySpec::new(
+        "consumer.auto.offset.reset",
+        SourceCluster,
+        "earliest",
+        flow!(offset_reset, parse_offset_reset),
+    )
+    .toml("offset_reset")
+    .doc("`<source>.consumer.auto.offset.reset`: `offset.reset` for flows reading `<source>`."),
+    KeySpec::new("tasks.max", Flow, "1", flow!(tasks_max, parse_int))
+        .toml("tasks_max")
+        .status(Status::Hint)
+        .doc(
+            "Connect task count; strait is not task-based and uses it only as a parallelism \
+             hint.",
+        ),
+    // --- flows: topic configs ---
+    KeySpec::new(
+        "config.properties.exclude",
+        Flow,
+        CONFIG_PROPERTIES_EXCLUDE_TEXT,
+        flow!(config_properties_exclude, parse_list_ok),
+    )
+    .toml("config_properties_exclude")
+    .doc("Comma-separated regexes of topic config names never copied to remote topics."),
+    KeySpec::new(
+        "config.properties.blacklist",
+        Flow,
+        CONFIG_PROPERTIES_EXCLUDE_TEXT,
+        flow!(config_properties_exclude, parse_list_ok),
+    )
+    .toml("config_properties_exclude")
+    .status(Status::Deprecated("config.properties.exclude"))
+    .doc("Old name of `config.properties.exclude` (removed in Kafka 4.0)."),
+    KeySpec::new("use.defaults.from", Flow, "target", CHECK_ANY)
+        .status(Status::Unsupported)
+        .doc(
+            "Whose defaults apply to synced topic configs; strait leaves defaulted configs \
+             to the target.",
+        ),
+    // --- flows: fetching ---
+    KeySpec::new(
+        "fetch.max.bytes",
+        Flow,
+        "52428800",
+        flow!(fetch_max_bytes, parse_int),
+    )
+    .toml("fetch_max_bytes")
+    .strait()
+    .doc("Fetch response size bound, in bytes."),
+    KeySpec::new(
+        "consumer.fetch.max.bytes",
+        Flow,
+        "52428800",
+        flow!(fetch_max_bytes, parse_int),
+    )
+    .toml("fetch_max_bytes")
+    .doc("MM2 consumer name of `fetch.max.bytes`."),
+    KeySpec::new(
+        "source.consumer.fetch.max.bytes",
+        Flow,
+        "52428800",
+        flow!(fetch_max_bytes, parse_int),
+    )
+    .toml("fetch_max_bytes")
+    .doc("MM2 source-consumer name of `fetch.max.bytes`."),
+    KeySpec::new(
+        "consumer.fetch.max.bytes",
+        SourceCluster,
+        "52428800",
+        flow!(fetch_max_bytes, parse_int),
+    )
+    .toml("fetch_max_bytes")
+    .doc(
+        "`<source>.consumer.fetch.max.bytes`: `fetch.max.bytes` for flows reading \
+             `<source>`.",
+    ),
+    KeySpec::new(
+        "fetch.partition.max.bytes",
+        Flow,
+        "1048576",
+        flow!(fetch_partition_max_bytes, parse_int),
+    )
+    .toml("fetch_partition_max_bytes")
+    .strait()
+    .doc(
+        "Per-partition fetch size bound, in bytes (a larger first batch is still \
+             returned, KIP-74).",
+    ),
+    KeySpec::new(
+        "consumer.max.partition.fetch.bytes",
+        Flow,
+        "1048576",
+        flow!(fetch_partition_max_bytes, parse_int),
+    )
+    .toml("fetch_partition_max_bytes")
+    .doc("MM2 consumer name of `fetch.partition.max.bytes`."),
+    KeySpec::new(
+        "source.consumer.max.partition.fetch.bytes",
+        Flow,
+        "1048576",
+        flow!(fetch_partition_max_bytes, parse_int),
+    )
+    .toml("fetch_partition_max_bytes")
+    .doc("MM2 source-consumer name of `fetch.partition.max.bytes`."),
+    KeySpec::new(
+        "consumer.max.partition.fetch.bytes",
+        SourceCluster,
+        "1048576",
+        flow!(fetch_partition_max_bytes, parse_int),
+    )
+    .toml("fetch_partition_max_bytes")
+    .doc("`<source>.consumer.max.partition.fetch.bytes`: for flows reading `<source>`."),
+    KeySpec::new(
+        "fetch.max.wait.ms",
+        Flow,
+        "500",
+        flow!(fetch_max_wait_ms, parse_int),
+    )
+    .toml("fetch_max_wait_ms")
+    .strait()
+    .doc("How long the source broker may hold a Fetch waiting for data, in milliseconds."),
+    KeySpec::new(
+        "consumer.fetch.max.wait.ms",
+        Flow,
+        "500",
+        flow!(fetch_max_wait_ms, parse_int),
+    )
+    .toml("fetch_max_wait_ms")
+    .doc("MM2 consumer name of `fetch.max.wait.ms`."),
+    KeySpec::new(
+        "source.consumer.fetch.max.wait.ms",
+        Flow,
+        "500",
+        flow!(fetch_max_wait_ms, parse_int),
+    )
+    .toml("fetch_max_wait_ms")
+    .doc("MM2 source-consumer name of `fetch.max.wait.ms`."),
+    KeySpec::new(
+        "consumer.fetch.max.wait.ms",
+        SourceCluster,
+        "500",
+        flow!(fetch_max_wait_ms, parse_int),
+    )
+    .toml("fetch_max_wait_ms")
+    .doc("`<source>.consumer.fetch.max.wait.ms`: for flows reading `<source>`."),
+    // --- flows: producing ---
+    KeySpec::new(
+        "produce.max.in.flight",
+        Flow,
+        "5",
+        flow!(produce_max_in_flight, parse_int),
+    )
+    .toml("produce_max_in_flight")
+    .strait()
+    .doc("Produce requests in flight per target partition, 1 to 5."),
+    KeySpec::new(
+        "producer.max.in.flight.requests.per.connection",
+        Flow,
+        "5",
+        flow!(produce_max_in_flight, parse_int),
+    )
+    .toml("produce_max_in_flight")
+    .doc("MM2 producer name of `produce.max.in.flight`."),
+    KeySpec::new(
+        "producer.max.in.flight.requests.per.connection",
+        TargetCluster,
+        "5",
+        flow!(produce_max_in_flight, parse_int),
+    )
+    .toml("produce_max_in_flight")
+    .doc(
+        "`<target>.producer.max.in.flight.requests.per.connection`: for flows writing \
+             `<target>`.",
+    ),
+    KeySpec::new(
+        "produce.linger.ms",
+        Flow,
+        "0",
+        flow!(produce_linger_ms, parse_int),
+    )
+    .toml("produce_linger_ms")
+    .strait()
+    .status(Status::NotYet)
+    .doc(
+        "How long to wait for more batches before sending a Produce request, in \
+             milliseconds. Not acted on yet: strait sends as soon as the target has room \
+             (under a backlog, `produce.coalesce.bytes` merges what waits).",
+    ),
+    KeySpec::new(
+        "producer.linger.ms",
+        Flow,
+        "0",
+        flow!(produce_linger_ms, parse_int),
+    )
+    .toml("produce_linger_ms")
+    .status(Status::NotYet)
+    .doc("MM2 producer name of `produce.linger.ms`."),
+    KeySpec::new(
+        "producer.linger.ms",
+        TargetCluster,
+        "0",
+        flow!(produce_linger_ms, parse_int),
+    )
+    .toml("produce_linger_ms")
+    .status(Status::NotYet)
+    .doc("`<target>.producer.linger.ms`: for flows writing `<target>`."),
+    KeySpec::new(
+        "produce.max.request.bytes",
+        Flow,
+        "1048576",
+        flow!(produce_max_request_bytes, parse_int),
+    )
+    .toml("produce_max_request_bytes")
+    .strait()
+    .doc("Upper bound on one Produce request, in bytes."),
+    KeySpec::new(
+        "producer.max.request.size",
+        Flow,
+        "1048576",
+        flow!(produce_max_request_bytes, parse_int),
+    )
+    .toml("produce_max_request_bytes")
+    .doc("MM2 producer name of `produce.max.request.bytes`."),
+    KeySpec::new(
+        "producer.max.request.size",
+        TargetCluster,
+        "1048576",
+        flow!(produce_max_request_bytes, parse_int),
+    )
+    .toml("produce_max_request_bytes")
+    .doc("`<target>.producer.max.request.size`: for flows writing `<target>`."),
+    KeySpec::new(
+        "buffer.bytes",
+        Flow,
+        "33554432",
+        flow!(buffer_bytes, parse_int),
+    )
+    .toml("buffer_bytes")
+    .strait()
+    .doc(
+        "Bytes of fetched batches a flow holds until the target acknowledges them: with \
+             the Fetch response being read, what bounds its memory. A Fetch response asks \
+             for at most a quarter of it (and at most `fetch.max.bytes`).",
+    ),
+    KeySpec::new(
+        "produce.coalesce.bytes",
+        Flow,
+        "0",
+        flow!(produce_coalesce_bytes, parse_int),
+    )
+    .toml("produce_coalesce_bytes")
+    .strait()
+    .doc(
+        "Merge consecutive small uncompressed batches of a partition (each at most 1/16 of \
+             this), while they wait for the target, into batches of up to this many bytes: \
+             fewer, larger batches for a source written in tiny ones. Records are re-framed \
+             (new offset and timestamp deltas), their keys, values and headers kept byte for \
+             byte; compressed, transactional and compacted batches always go as they are. 0 \
+             forwards every batch as it is.",
+    ),
+    // --- flows: MM2 plumbing strait replaces ---
+    KeySpec::new(
+        "topic.filter.class",
+        Flow,
+        "org.apache.kafka.connect.mirror.DefaultTopicFilter",
+        CHECK_ANY,
+    )
+    .status(Status::Unsupported)
+    .doc(
+        "Custom topic filter class; strait implements the default (`topics`, \
+             `topics.exclude`).",
+    ),
+    KeySpec::new(
+        "group.filter.class",
+        Flow,
+        "org.apache.kafka.connect.mirror.DefaultGroupFilter",
+        CHECK_ANY,
+    )
+    .status(Status::Unsupported)
+    .doc(
+        "Custom group filter class; strait implements the default (`groups`, \
+             `groups.exclude`).",
+    ),
+    KeySpec::new(
+        "config.property.filter.class",
+        Flow,
+        "org.apache.kafka.connect.mirror.DefaultConfigPropertyFilter",
+        CHECK_ANY,
+    )
+    .status(Status::Unsupported)
+    .doc(
+        "Custom topic config filter class; strait implements the default \
+             (`config.properties.exclude`).",
+    ),
+    KeySpec::new(
+        "forwarding.admin.class",
+        Flow,
+        "org.apache.kafka.clients.admin.ForwardingAdmin",
+        CHECK_ANY,
+    )
+    .status(Status::Unsupported)
+    .doc("Custom admin client for topic/ACL management; strait talks to the brokers itself."),
+    KeySpec::new("consumer.poll.timeout.ms", Flow, "1000", CHECK_INT)
+        .status(Status::Unsupported)
+        .doc(
+            "MM2 consumer poll timeout, in milliseconds; strait's fetch wait is \
+             `fetch.max.wait.ms`.",
+        ),
+    KeySpec::new("admin.timeout.ms", Flow, "60000", CHECK_INT)
+        .status(Status::Unsupported)
+        .doc(
+            "MM2 admin task timeout, in milliseconds; strait uses each cluster's \
+             `request.timeout.ms`.",
+        ),
+    KeySpec::new(
+        "use.incremental.alter.configs",
+        Flow,
+        "requested",
+        CHECK_ANY,
+    )
+    .status(Status::Unsupported)
+    .doc("Removed in Kafka 4.0; strait always uses IncrementalAlterConfigs."),
+    KeySpec::new("add.source.alias.to.metrics", Flow, "false", CHECK_BOOL)
+        .status(Status::Unsupported)
+        .doc("Removed in Kafka 4.0; strait's metrics always carry source and target."),
+];
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,287 @@
+//! The typed, validated model every other module reads: [`Config`] with its clusters
+//! ([`ClusterConfig`]) and flows ([`FlowConfig`]), the small value types and enums they use
+//! ([`Interval`], [`OffsetReset`], [`Location`]) and the [`defaults`] in the model's units.
+//! Only [`validate`](super::validate) builds it.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+use serde::Deserialize;
+
+use crate::filter::{GroupFilter, TopicFilter};
+use crate::policy::ReplicationPolicy;
+
+/// Everything strait needs to run: the clusters and the replication flows between them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Clusters by alias: every cluster an enabled flow uses, plus declared clusters that have
+    /// bootstrap servers.
+    pub clusters: BTreeMap<String, ClusterConfig>,
+    /// Enabled flows, in file order (`mm2.properties`: in the order of `clusters`, source
+    /// major). Never empty.
+    pub flows: Vec<FlowConfig>,
+}
+
+/// How to reach one cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// The cluster's alias: a non-empty Kafka topic name (`[a-zA-Z0-9._-]`), used in remote
+    /// topic names (`<alias>.orders`) and MM2 internal topic names.
+    pub alias: String,
+    /// Bootstrap brokers as `host:port` (`[v6addr]:port` for IPv6), validated; never empty.
+    pub bootstrap_servers: Vec<String>,
+    /// Kafka `client.id` on every request to this cluster. Default `"strait"`.
+    pub client_id: String,
+    /// How long to wait for any response from this cluster, in milliseconds. Default 30000.
+    pub request_timeout_ms: u64,
+    /// Socket send buffer (`SO_SNDBUF`) of connections to this cluster, in bytes; `None`
+    /// leaves the OS default. Default 131072, as Kafka's clients.
+    pub send_buffer_bytes: Option<u32>,
+}
+
+/// A periodic task that can be turned off (MM2's `<task>.enabled` + `<task>.interval.seconds`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interval {
+    /// Whether the task runs at all.
+    pub enabled: bool,
+    /// Period between runs, in milliseconds (MM2 writes it in seconds). At least 1 when enabled.
+    pub interval_ms: u64,
+}
+
+/// Where a flow starts reading a source partition that has no committed progress yet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OffsetReset {
+    /// From the log start offset: replicate everything retained (MM2's behaviour).
+    #[default]
+    Earliest,
+    /// From the log end offset: replicate only records produced from now on.
+    Latest,
+}
+
+/// Which cluster holds a flow's offset-syncs topic (MM2 `offset-syncs.topic.location`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Location {
+    /// `mm2-offset-syncs.<target>.internal` on the source cluster (MM2's default).
+    #[default]
+    Source,
+    /// `mm2-offset-syncs.<source>.internal` on the target cluster.
+    Target,
+}
+
+/// One enabled `source->target` replication flow and every knob it has.
+#[derive(Clone, Debug)]
+pub struct FlowConfig {
+    /// Alias of the cluster records are read from.
+    pub source: String,
+    /// Alias of the cluster records are written to; never equal to `source`.
+    pub target: String,
+    /// Topics to replicate: `topics` (default `.*`) minus `topics.exclude` (default
+    /// `.*[\-\.]internal, .*\.replica, __.*`); internal topics never pass.
+    pub topics: TopicFilter,
+    /// Consumer groups to checkpoint: `groups` (default `.*`) minus `groups.exclude` (default
+    /// `console-consumer-.*, connect-.*, __.*`).
+    pub groups: GroupFilter,
+    /// Remote topic naming: `Default { separator: "." }` unless configured.
+    pub policy: ReplicationPolicy,
+    /// Replication factor of topics strait creates on the target (MM2 `replication.factor`).
+    /// Default 2; -1 means the broker's `default.replication.factor`.
+    pub replication_factor: i16,
+    /// Replication factor of strait's own internal topics (offset syncs, checkpoints,
+    /// heartbeats, progress). Default 3; -1 means the broker default.
+    pub internal_replication_factor: i16,
+    /// How often to look for new topics and partitions, in milliseconds. Default 600000
+    /// (MM2 `refresh.topics.interval.seconds = 600`).
+    pub refresh_topics_interval_ms: u64,
+    /// How often replicated source positions are committed, in milliseconds: the bound on
+    /// duplicates after a crash. Default 5000.
+    pub progress_commit_interval_ms: u64,
+    /// Where to start partitions with no committed progress. Default `Earliest`.
+    pub offset_reset: OffsetReset,
+    /// MM2 `tasks.max`, default 1. strait is not task-based; this is only a parallelism hint.
+    pub tasks_max: u32,
+    /// Heartbeats into `heartbeats` on the target. Default enabled, every 1000 ms.
+    pub emit_heartbeats: Interval,
+    /// Checkpoints into `<source>.checkpoints.internal` on the target. Default enabled, every
+    /// 60000 ms.
+    pub emit_checkpoints: Interval,
+    /// Writing translated group offsets into the target's `__consumer_offsets`. Default
+    /// disabled, every 60000 ms when enabled.
+    pub sync_group_offsets: Interval,
+    /// Copying topic configs to remote topics. Default enabled, every 600000 ms.
+    pub sync_topic_configs: Interval,
+    /// Copying topic ACLs to remote topics (`acl_sync`). Default enabled, every 600000 ms.
+    pub sync_topic_acls: Interval,
+    /// Which cluster holds the offset-syncs topic. Default `Source`.
+    pub offset_syncs_location: Location,
+    /// MM2 `offset.lag.max`: how far, in records, a partition may advance before MM2 writes a
+    /// new offset sync. Default 100. strait writes a sync at every offset gap, so this only
+    /// bounds syncs written for MM2 tools.
+    pub offset_lag_max: i64,
+    /// Topic config properties never copied to remote topics (anchored regexes). Default: MM2's
+    /// list (throttled replicas, `message.timestamp.*`, unclean election, `min.insync.replicas`).
+    pub config_properties_exclude: Vec<Regex>,
+    /// Fetch request `max_bytes`, in bytes. Default 52428800 (50 MiB).
+    pub fetch_max_bytes: i32,
+    /// Fetch request per-partition `partition_max_bytes`, in bytes. Default 1048576 (1 MiB).
+    pub fetch_partition_max_bytes: i32,
+    /// Fetch request `max_wait_ms`, in milliseconds. Default 500.
+    pub fetch_max_wait_ms: i32,
+    /// Produce requests in flight per target partition, 1..=5 (idempotence keeps order up to
+    /// 5). Default 5.
+    pub produce_max_in_flight: usize,
+    /// How long to wait for more batches before sending a Produce request, in milliseconds.
+    /// Default 0.
+    pub produce_linger_ms: u64,
+    /// Upper bound on one Produce request, in bytes. Default 1048576 (1 MiB).
+    pub produce_max_request_bytes: usize,
+    /// Bytes of fetched batches the flow holds until the target acknowledges them; a Fetch
+    /// response asks for at most a quarter of it. Default 33554432 (32 MiB).
+    pub buffer_bytes: usize,
+    /// Merge consecutive small uncompressed batches of a partition into target batches of up
+    /// to this many bytes (records re-framed); 0 forwards every batch as it is. Default 0.
+    pub produce_coalesce_bytes: usize,
+}
+
+impl PartialEq for FlowConfig {
+    /// Field-by-field equality; regexes compare by pattern text.
+    fn eq(&self, other: &Self) -> bool {
+        // Destructuring makes a new field a compile error here until it is compared.
+        let FlowConfig {
+            source,
+            target,
+            topics,
+            groups,
+            policy,
+            replication_factor,
+            internal_replication_factor,
+            refresh_topics_interval_ms,
+            progress_commit_interval_ms,
+            offset_reset,
+            tasks_max,
+            emit_heartbeats,
+            emit_checkpoints,
+            sync_group_offsets,
+            sync_topic_configs,
+            sync_topic_acls,
+            offset_syncs_location,
+            offset_lag_max,
+            config_properties_exclude,
+            fetch_max_bytes,
+            fetch_partition_max_bytes,
+            fetch_max_wait_ms,
+            produce_max_in_flight,
+            produce_linger_ms,
+            produce_max_request_bytes,
+            buffer_bytes,
+            produce_coalesce_bytes,
+        } = self;
+        *source == other.source
+            && *target == other.target
+            && *topics == other.topics
+            && *groups == other.groups
+            && *policy == other.policy
+            && *replication_factor == other.replication_factor
+            && *internal_replication_factor == other.internal_replication_factor
+            && *refresh_topics_interval_ms == other.refresh_topics_interval_ms
+            && *progress_commit_interval_ms == other.progress_commit_interval_ms
+            && *offset_reset == other.offset_reset
+            && *tasks_max == other.tasks_max
+            && *emit_heartbeats == other.emit_heartbeats
+            && *emit_checkpoints == other.emit_checkpoints
+            && *sync_group_offsets == other.sync_group_offsets
+            && *sync_topic_configs == other.sync_topic_configs
+            && *sync_topic_acls == other.sync_topic_acls
+            && *offset_syncs_location == other.offset_syncs_location
+            && *offset_lag_max == other.offset_lag_max
+            && config_properties_exclude.len() == other.config_properties_exclude.len()
+            && config_properties_exclude
+                .iter()
+                .zip(&other.config_properties_exclude)
+                .all(|(a, b)| a.as_str() == b.as_str())
+            && *fetch_max_bytes == other.fetch_max_bytes
+            && *fetch_partition_max_bytes == other.fetch_partition_max_bytes
+            && *fetch_max_wait_ms == other.fetch_max_wait_ms
+            && *produce_max_in_flight == other.produce_max_in_flight
+            && *produce_linger_ms == other.produce_linger_ms
+            && *produce_max_request_bytes == other.produce_max_request_bytes
+            && *buffer_bytes == other.buffer_bytes
+            && *produce_coalesce_bytes == other.produce_coalesce_bytes
+    }
+}
+
+/// Default values, in the units of the typed model. MM2's defaults unless noted.
+pub mod defaults {
+    use super::Interval;
+
+    /// `client.id` (strait's own default; MM2 uses `<source>-><target>`).
+    pub const CLIENT_ID: &str = "strait";
+    /// `request.timeout.ms` (Kafka clients' default).
+    pub const REQUEST_TIMEOUT_MS: u64 = 30_000;
+    /// `send.buffer.bytes` (Kafka clients' default).
+    pub const SEND_BUFFER_BYTES: i64 = 131_072;
+    /// `replication.factor`.
+    pub const REPLICATION_FACTOR: i16 = 2;
+    /// `offset-syncs|checkpoints|heartbeats.topic.replication.factor`.
+    pub const INTERNAL_REPLICATION_FACTOR: i16 = 3;
+    /// `refresh.topics.interval.seconds` = 600.
+    pub const REFRESH_TOPICS_INTERVAL_MS: u64 = 600_000;
+    /// `progress.commit.interval.ms` (strait; MM2's `offset.flush.interval.ms` is 60000).
+    pub const PROGRESS_COMMIT_INTERVAL_MS: u64 = 5_000;
+    /// `tasks.max` (Connect's default).
+    pub const TASKS_MAX: u32 = 1;
+    /// `emit.heartbeats.enabled` / `.interval.seconds` = true / 1.
+    pub const EMIT_HEARTBEATS: Interval = Interval {
+        enabled: true,
+        interval_ms: 1_000,
+    };
+    /// `emit.checkpoints.enabled` / `.interval.seconds` = true / 60.
+    pub const EMIT_CHECKPOINTS: Interval = Interval {
+        enabled: true,
+        interval_ms: 60_000,
+    };
+    /// `sync.group.offsets.enabled` / `.interval.seconds` = false / 60.
+    pub const SYNC_GROUP_OFFSETS: Interval = Interval {
+        enabled: false,
+        interval_ms: 60_000,
+    };
+    /// `sync.topic.configs.enabled` / `.interval.seconds` = true / 600.
+    pub const SYNC_TOPIC_CONFIGS: Interval = Interval {
+        enabled: true,
+        interval_ms: 600_000,
+    };
+    /// `sync.topic.acls.enabled` / `.interval.seconds` = true / 600.
+    pub const SYNC_TOPIC_ACLS: Interval = Interval {
+        enabled: true,
+        interval_ms: 600_000,
+    };
+    /// `offset.lag.max`.
+    pub const OFFSET_LAG_MAX: i64 = 100;
+    /// `config.properties.exclude` (`DefaultConfigPropertyFilter`).
+    pub const CONFIG_PROPERTIES_EXCLUDE: &[&str] = &[
+        r"follower\.replication\.throttled\.replicas",
+        r"leader\.replication\.throttled\.replicas",
+        r"message\.timestamp\.difference\.max\.ms",
+        r"message\.timestamp\.type",
+        r"unclean\.leader\.election\.enable",
+        r"min\.insync\.replicas",
+    ];
+    /// Fetch `max_bytes` (the Java consumer's `fetch.max.bytes`).
+    pub const FETCH_MAX_BYTES: i32 = 52_428_800;
+    /// Fetch `partition_max_bytes` (the Java consumer's `max.partition.fetch.bytes`).
+    pub const FETCH_PARTITION_MAX_BYTES: i32 = 1_048_576;
+    /// Fetch `max_wait_ms` (the Java consumer's `fetch.max.wait.ms`).
+    pub const FETCH_MAX_WAIT_MS: i32 = 500;
+    /// In-flight Produce requests per partition (the Java producer's
+    /// `max.in.flight.requests.per.connection`).
+    pub const PRODUCE_MAX_IN_FLIGHT: usize = 5;
+    /// Produce linger (the Java producer's `linger.ms`; strait keeps 0).
+    pub const PRODUCE_LINGER_MS: u64 = 0;
+    /// Produce request size bound (the Java producer's `max.request.size`).
+    pub const PRODUCE_MAX_REQUEST_BYTES: usize = 1_048_576;
+    /// Fetched bytes waiting for the target, per flow (strait's own).
+    pub const BUFFER_BYTES: usize = 33_554_432;
+    /// Coalescing of small batches: off (strait's own).
+    pub const PRODUCE_COALESCE_BYTES: usize = 0;
+}
