@@ -345,6 +345,210 @@ pub fn next_sequence(seq: i32, records: i32) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::{encode_batch, OwnRecord, ProducerStamp};
+
+    fn partition() -> Partition {
+        let tp = TopicPartition::new("t", 0);
+        Partition::new(tp.clone(), tp, None)
+    }
+
+    /// A batch of `records` records.
+    fn batch(records: usize) -> RawBatch {
+        let records: Vec<OwnRecord> = (0..records)
+            .map(|i| OwnRecord {
+                key: None,
+                value: Some(b"v"),
+                timestamp: i as i64,
+            })
+            .collect();
+        RawBatch::new(encode_batch(&records, &ProducerStamp::NONE)).unwrap()
+    }
+
+    /// Queues a batch of `records` records (0: a position-only entry) up to `source_next`.
+    fn queue(p: &mut Partition, records: usize, source_next: i64) {
+        let batch = (records > 0).then(|| batch(records));
+        p.queue
+            .push_back(Entry::new(batch, source_next, Vec::new()));
+    }
+
+    /// Sends the front of the queue the way the engine does; its sequence, if any.
+    fn send(p: &mut Partition) -> Option<i32> {
+        let mut entry = p.queue.pop_front().unwrap();
+        let seq = p.sequence(&mut entry).map(|(seq, _)| seq);
+        if seq.is_some() {
+            p.outstanding += 1;
+        }
+        p.inflight.push_back(entry);
+        seq
+    }
+
+    fn seqs(entries: &VecDeque<Entry>) -> Vec<Option<i32>> {
+        entries.iter().map(|e| e.seq).collect()
+    }
+
+    /// A partition with one batch in flight at sequence 0, answered with `code`.
+    fn judge(code: ResponseError) -> Outcome {
+        let mut p = partition();
+        queue(&mut p, 1, 1);
+        assert_eq!(send(&mut p), Some(0));
+        p.judge(0, Some((code.code(), 42)))
+    }
+
+    #[test]
+    fn none_and_duplicate_sequence_are_acknowledgements() {
+        let p = partition();
+        assert_eq!(
+            p.judge(0, Some((0, 42))),
+            Outcome::Acked { base_offset: 42 }
+        );
+        assert_eq!(
+            judge(ResponseError::DuplicateSequenceNumber),
+            Outcome::Acked { base_offset: 42 }
+        );
+    }
+
+    #[test]
+    fn leadership_errors_resend_after_looking_the_leader_up() {
+        for (code, error) in [
+            (3, ResponseError::UnknownTopicOrPartition),
+            (5, ResponseError::LeaderNotAvailable),
+            (6, ResponseError::NotLeaderOrFollower),
+            (56, ResponseError::KafkaStorageError),
+            (100, ResponseError::UnknownTopicId),
+        ] {
+            assert_eq!(error.code(), code);
+            let outcome = judge(error);
+            assert_eq!(outcome, Outcome::Resend(Resend::Leadership(error)));
+            assert!(matches!(outcome, Outcome::Resend(r) if r.looks_up_leader()));
+        }
+    }
+
+    #[test]
+    fn transient_errors_resend_to_the_same_leader() {
+        for error in [
+            ResponseError::NotEnoughReplicas,
+            ResponseError::NotEnoughReplicasAfterAppend,
+            ResponseError::RequestTimedOut,
+            ResponseError::CorruptMessage,
+            ResponseError::FencedLeaderEpoch,
+        ] {
+            let outcome = judge(error);
+            assert_eq!(outcome, Outcome::Resend(Resend::Later(error)), "{error}");
+            assert!(matches!(outcome, Outcome::Resend(r) if !r.looks_up_leader()));
+        }
+    }
+
+    #[test]
+    fn lost_producer_state_resets_the_producer() {
+        for error in [
+            ResponseError::UnknownProducerId,
+            ResponseError::InvalidProducerEpoch,
+        ] {
+            assert_eq!(
+                judge(error),
+                Outcome::ResetProducer(Reset::LostState(error))
+            );
+        }
+    }
+
+    #[test]
+    fn out_of_order_resets_only_at_the_head_of_a_healthy_partition() {
+        let out_of_order = ResponseError::OutOfOrderSequenceNumber;
+        assert_eq!(
+            judge(out_of_order),
+            Outcome::ResetProducer(Reset::OutOfOrderHead)
+        );
+        let mut p = partition();
+        queue(&mut p, 2, 2);
+        queue(&mut p, 1, 3);
+        assert_eq!(send(&mut p), Some(0));
+        assert_eq!(send(&mut p), Some(2));
+        // Behind the head: the head's own answer decides.
+        assert_eq!(
+            p.judge(2, Some((out_of_order.code(), -1))),
+            Outcome::Resend(Resend::Later(out_of_order))
+        );
+        // At the head of a partition that already failed: a consequence, not a cause.
+        p.failed = true;
+        assert_eq!(
+            p.judge(0, Some((out_of_order.code(), -1))),
+            Outcome::Resend(Resend::Later(out_of_order))
+        );
+    }
+
+    #[test]
+    fn refusals_for_good_stop_the_partition() {
+        for error in [
+            ResponseError::MessageTooLarge,
+            ResponseError::RecordListTooLarge,
+            ResponseError::InvalidRecord,
+            ResponseError::TopicAuthorizationFailed,
+            ResponseError::InvalidTopicException,
+        ] {
+            assert_eq!(judge(error), Outcome::Stop(error), "{error}");
+        }
+        let p = partition();
+        assert_eq!(
+            p.judge(0, Some((1000, -1))),
+            Outcome::Stop(ResponseError::Unknown(1000))
+        );
+    }
+
+    #[test]
+    fn a_missing_partition_resends_after_looking_the_leader_up() {
+        let p = partition();
+        let outcome = p.judge(0, None);
+        assert_eq!(outcome, Outcome::Resend(Resend::Missing));
+        assert!(matches!(outcome, Outcome::Resend(r) if r.looks_up_leader()));
+        // UNKNOWN_SERVER_ERROR (-1) reads the same.
+        assert_eq!(
+            judge(ResponseError::UnknownServerError),
+            Outcome::Resend(Resend::Missing)
+        );
+    }
+
+    #[test]
+    fn a_stopped_partition_releases_on_any_refusal_but_still_takes_acks() {
+        let mut p = partition();
+        p.stopped = true;
+        assert_eq!(p.judge(0, None), Outcome::Release);
+        for error in [
+            ResponseError::NotLeaderOrFollower,
+            ResponseError::UnknownProducerId,
+            ResponseError::OutOfOrderSequenceNumber,
+            ResponseError::MessageTooLarge,
+        ] {
+            assert_eq!(p.judge(0, Some((error.code(), -1))), Outcome::Release);
+        }
+        assert_eq!(p.judge(0, Some((0, 7))), Outcome::Acked { base_offset: 7 });
+    }
+
+    #[test]
+    fn sequences_follow_record_counts_and_stay_with_their_batch() {
+        let mut p = partition();
+        queue(&mut p, 3, 3);
+        queue(&mut p, 0, 4);
+        queue(&mut p, 2, 6);
+        assert_eq!(send(&mut p), Some(0));
+        assert_eq!(send(&mut p), None);
+        assert_eq!(send(&mut p), Some(3));
+        assert_eq!(p.next_seq, 5);
+        // A resent batch keeps its sequence and takes no new one.
+        let mut again = p.inflight.pop_front().unwrap();
+        assert_eq!(p.sequence(&mut again).map(|(s, _)| s), Some(0));
+        assert_eq!(p.next_seq, 5);
+    }
+
+    #[test]
+    fn partition_sequences_wrap_like_kafka() {
+        let mut p = partition();
+        p.next_seq = i32::MAX - 1;
+        queue(&mut p, 3, 3);
+        queue(&mut p, 1, 4);
+        assert_eq!(send(&mut p), Some(i32::MAX - 1));
+        assert_eq!(send(&mut p), Some(1));
+        assert_eq!(p.next_seq, 2);
+    }
 
     #[test]
     fn sequences_wrap_like_kafka() {
@@ -352,5 +556,126 @@ mod tests {
         assert_eq!(next_sequence(i32::MAX - 1, 1), i32::MAX);
         assert_eq!(next_sequence(i32::MAX, 1), 0);
         assert_eq!(next_sequence(i32::MAX - 2, 5), 2);
+    }
+
+    #[test]
+    fn an_ack_takes_every_earlier_entry_with_its_target_offset() {
+        let mut p = partition();
+        for (records, next) in [(3, 3), (2, 5), (0, 6), (1, 7)] {
+            queue(&mut p, records, next);
+            send(&mut p);
+        }
+        p.backoff.next_delay();
+        let done = p.take_acked(3, 100).unwrap();
+        let got: Vec<(Option<i32>, i64, Option<i64>)> = done
+            .iter()
+            .map(|(e, base)| (e.seq, e.source_next, *base))
+            .collect();
+        // The batch at sequence 0 was acknowledged implicitly: its records end right
+        // before 100. The position-only entry behind comes along.
+        assert_eq!(
+            got,
+            vec![
+                (Some(0), 3, Some(97)),
+                (Some(3), 5, Some(100)),
+                (None, 6, None)
+            ]
+        );
+        assert_eq!(seqs(&p.inflight), vec![Some(5)]);
+        assert!(p.confirmed);
+        assert_eq!(p.backoff.attempts(), 0);
+    }
+
+    #[test]
+    fn an_ack_without_offset_or_for_no_entry() {
+        let mut p = partition();
+        queue(&mut p, 2, 2);
+        send(&mut p);
+        assert!(p.take_acked(9, 100).is_none());
+        assert_eq!(seqs(&p.inflight), vec![Some(0)]);
+        assert!(!p.confirmed);
+        let done = p.take_acked(0, -1).unwrap();
+        assert_eq!(done.len(), 1);
+        assert_eq!(done[0].1, None);
+        assert!(p.inflight.is_empty());
+    }
+
+    #[test]
+    fn positions_are_taken_only_while_nothing_is_in_flight() {
+        let mut p = partition();
+        queue(&mut p, 1, 1);
+        send(&mut p);
+        queue(&mut p, 0, 2);
+        assert!(p.take_positions().is_empty());
+        p.inflight.clear();
+        queue(&mut p, 0, 3);
+        queue(&mut p, 1, 4);
+        let taken: Vec<i64> = p
+            .take_positions()
+            .iter()
+            .map(|(e, _)| e.source_next)
+            .collect();
+        assert_eq!(taken, vec![2, 3]);
+        assert_eq!(p.queue.len(), 1);
+    }
+
+    #[test]
+    fn a_failed_partition_requeues_with_its_sequences_once_its_requests_are_back() {
+        let mut p = partition();
+        for (records, next) in [(2, 2), (1, 3)] {
+            queue(&mut p, records, next);
+            send(&mut p);
+        }
+        queue(&mut p, 4, 7);
+        p.failed = true;
+        let now = Instant::now();
+        p.recover(now);
+        assert_eq!(seqs(&p.inflight), vec![Some(0), Some(2)]);
+        assert!(p.failed && p.retry_at.is_none());
+        p.outstanding = 0;
+        p.recover(now);
+        assert!(p.inflight.is_empty());
+        assert_eq!(seqs(&p.queue), vec![Some(0), Some(2), None]);
+        assert!(!p.failed);
+        assert!(p.retry_at.is_some_and(|t| t > now));
+        assert_eq!(p.next_seq, 3);
+        // A healthy partition is left alone.
+        let before = p.retry_at;
+        p.recover(now);
+        assert_eq!(p.retry_at, before);
+    }
+
+    #[test]
+    fn a_new_producer_renumbers_every_unacknowledged_batch_from_zero() {
+        let mut p = partition();
+        p.next_seq = 40;
+        for (records, next) in [(2, 2), (1, 3)] {
+            queue(&mut p, records, next);
+            send(&mut p);
+        }
+        p.confirmed = true;
+        p.failed = true;
+        p.outstanding = 0;
+        p.restart_sequences();
+        assert!(p.inflight.is_empty());
+        assert_eq!(seqs(&p.queue), vec![None, None]);
+        assert_eq!((p.next_seq, p.confirmed, p.failed), (0, false, false));
+        assert_eq!(send(&mut p), Some(0));
+        assert_eq!(send(&mut p), Some(2));
+    }
+
+    #[test]
+    fn release_keeps_in_flight_entries_until_their_answers_are_in() {
+        let mut p = partition();
+        queue(&mut p, 1, 1);
+        send(&mut p);
+        queue(&mut p, 1, 2);
+        p.release();
+        assert!(p.queue.is_empty());
+        assert_eq!(p.inflight.len(), 1);
+        assert!(!p.idle());
+        p.outstanding = 0;
+        p.release();
+        assert!(p.idle());
     }
 }
