@@ -11,13 +11,17 @@
 //!   reading it; leaders unknown or moved are looked up in the background;
 //! * what the target acknowledged becomes the partition's `Position`, the only thing the
 //!   progress topic ever records (DESIGN.md rule 8).
+//!
+//! `partition` holds each target partition's state (queue, in-flight batches, sequences) and
+//! decides what every Produce answer means for it, without I/O; this module carries the
+//! decisions out: the loop, connections, requests, the producer id and the fetcher.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -140,7 +144,7 @@ impl Engine {
         syncs: mpsc::UnboundedSender<OffsetSync>,
         fetcher: Fetcher,
     ) -> Result<Engine, KafkaError> {
-        let producer = init_producer_id(&target).await?;
+        let producer = target.init_producer_id().await?;
         let progress_tp = TopicPartition::new(progress_topic, 0);
         let mut engine = Engine {
             target,
@@ -664,7 +668,7 @@ impl Engine {
     async fn recover(&mut self) -> Result<(), KafkaError> {
         // Once no Produce request is in flight (the leader lookup may be).
         if self.reset_pending && self.requests.len() == usize::from(self.looking_up) {
-            self.producer = init_producer_id(&self.target).await?;
+            self.producer = self.target.init_producer_id().await?;
             tracing::info!(
                 producer_id = self.producer.0,
                 epoch = self.producer.1,
@@ -761,23 +765,4 @@ fn produce_error(part: &Partition, code: ResponseError) -> KafkaError {
         context: part.target.to_string(),
         code,
     }
-}
-
-async fn init_producer_id(target: &Cluster) -> Result<(i64, i16), KafkaError> {
-    let request = InitProducerIdRequest::default()
-        .with_transactional_id(None)
-        .with_transaction_timeout_ms(-1)
-        .with_producer_id((-1).into())
-        .with_producer_epoch(-1);
-    let response = target
-        .with_retry(|conn| {
-            let request = &request;
-            async move {
-                let r = conn.send(request).await?;
-                KafkaError::check("InitProducerId", || conn.addr().to_string(), r.error_code)?;
-                Ok(r)
-            }
-        })
-        .await?;
-    Ok((response.producer_id.0, response.producer_epoch))
 }
