@@ -1,13 +1,16 @@
 //! `Cluster`: one Kafka cluster as strait sees it. Bootstraps over a list of addresses (a
 //! dead first address does not matter), keeps the broker directory from Metadata responses,
-//! and pools one `Connection` per broker, replacing poisoned ones on demand.
+//! and pools one `Connection` per broker, replacing poisoned ones on demand. Requests about
+//! the cluster as a whole (Metadata, InitProducerId) are its methods.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    InitProducerIdRequest, MetadataRequest, MetadataResponse, TopicName,
+};
 use kafka_protocol::protocol::{Request, StrBytes};
 
 use super::backoff::retry;
@@ -235,6 +238,27 @@ impl Cluster {
                 }
             })
             .collect())
+    }
+
+    /// A new producer id and epoch for an idempotent, non-transactional producer (strait's
+    /// own on this cluster), retried like [`Cluster::with_retry`].
+    pub async fn init_producer_id(&self) -> Result<(i64, i16), KafkaError> {
+        let request = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(-1)
+            .with_producer_id((-1).into())
+            .with_producer_epoch(-1);
+        let response = self
+            .with_retry(|conn| {
+                let request = &request;
+                async move {
+                    let r = conn.send(request).await?;
+                    KafkaError::check("InitProducerId", || conn.addr().to_string(), r.error_code)?;
+                    Ok(r)
+                }
+            })
+            .await?;
+        Ok((response.producer_id.0, response.producer_epoch))
     }
 
     /// Sends `request` to any broker, retried like [`Cluster::with_retry`]: for requests

@@ -11,18 +11,23 @@
 //!   reading it; leaders unknown or moved are looked up in the background;
 //! * what the target acknowledged becomes the partition's `Position`, the only thing the
 //!   progress topic ever records (DESIGN.md rule 8).
+//!
+//! `partition` holds each target partition's state (queue, in-flight batches, sequences) and
+//! decides what every Produce answer means for it, without I/O; this module carries the
+//! decisions out: the loop, connections, requests, the producer id and the fetcher.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::{InitProducerIdRequest, ProduceRequest, ProduceResponse};
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::batch::{self, ProducerStamp, RawBatch};
+use crate::batch::{ProducerStamp, RawBatch};
 use crate::fetch::{Chunk, FetchEvent, Fetcher};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::produce_request::{self, TopicData};
@@ -32,6 +37,10 @@ use crate::now_ms;
 use crate::offset_map::Forwarded;
 use crate::offset_map::Translations;
 use crate::progress::{self, Position};
+
+mod partition;
+
+use partition::{Entry, Outcome, Partition, Resend, Reset};
 
 /// Produce knobs, from the flow's configuration.
 #[derive(Debug, Clone)]
@@ -68,107 +77,6 @@ pub struct Stats {
     pub stopped: usize,
 }
 
-struct Entry {
-    /// `None` for a position-only entry (the chunk's tail was control/aborted batches).
-    batch: Option<RawBatch>,
-    /// Batches that follow `batch` and go with it as one, merged when first sent.
-    more: Vec<RawBatch>,
-    /// Bytes of `batch` and `more`.
-    bytes: usize,
-    source_next: i64,
-    /// The source records' offset deltas when the batch was renumbered (compaction holes).
-    offset_deltas: Option<Vec<i32>>,
-    seq: Option<i32>,
-    /// Positions this entry commits, when it is a progress record batch.
-    commits: Vec<(usize, Position)>,
-    /// The Fetch responses whose buffers this entry's batches hold (`fetch::Chunk::permit`).
-    _permits: Vec<Arc<OwnedSemaphorePermit>>,
-}
-
-impl Entry {
-    /// An entry not sent yet: `batch` (or none, for a position-only entry) up to
-    /// `source_next`, holding `permits`.
-    fn new(
-        batch: Option<RawBatch>,
-        source_next: i64,
-        permits: Vec<Arc<OwnedSemaphorePermit>>,
-    ) -> Entry {
-        Entry {
-            bytes: batch.as_ref().map_or(0, RawBatch::len),
-            batch,
-            more: Vec::new(),
-            source_next,
-            offset_deltas: None,
-            seq: None,
-            commits: Vec::new(),
-            _permits: permits,
-        }
-    }
-}
-
-struct Part {
-    source: TopicPartition,
-    target: TopicPartition,
-    leader: Option<i32>,
-    queue: VecDeque<Entry>,
-    inflight: VecDeque<Entry>,
-    outstanding: usize,
-    next_seq: i32,
-    failed: bool,
-    needs_metadata: bool,
-    retry_at: Option<Instant>,
-    backoff: Backoff,
-    acked: Position,
-    committed: Position,
-    high_watermark: i64,
-    stopped: bool,
-    /// Whether the target acknowledged a batch of the current producer identity here.
-    confirmed: bool,
-}
-
-impl Part {
-    fn new(source: TopicPartition, target: TopicPartition, resume: Option<Position>) -> Part {
-        let start = resume.unwrap_or(Position {
-            source_next: -1,
-            target_next: -1,
-        });
-        Part {
-            source,
-            target,
-            leader: None,
-            queue: VecDeque::new(),
-            inflight: VecDeque::new(),
-            outstanding: 0,
-            next_seq: 0,
-            failed: false,
-            needs_metadata: true,
-            retry_at: None,
-            // A fresh topic's leader refuses its first batches (NOT_LEADER_OR_FOLLOWER) for
-            // the few milliseconds it takes to apply its leadership: retry soon, then back off.
-            backoff: Backoff::new(Duration::from_millis(20), Duration::from_secs(5)),
-            acked: start,
-            committed: start,
-            high_watermark: -1,
-            stopped: false,
-            confirmed: false,
-        }
-    }
-
-    fn idle(&self) -> bool {
-        self.queue.is_empty() && self.inflight.is_empty()
-    }
-
-    /// Lets go of the batches of a stopped partition, releasing their share of the fetch
-    /// buffer: the queued ones now, those in flight once the last answer is in (nothing is
-    /// resent).
-    fn release(&mut self) {
-        self.queue.clear();
-        if self.outstanding == 0 {
-            self.inflight.clear();
-        }
-    }
-}
-
 /// Commands from the flow to a running engine.
 #[derive(Debug)]
 pub enum Command {
@@ -192,7 +100,7 @@ struct Completion {
 pub struct Engine {
     target: Arc<Cluster>,
     config: ProduceConfig,
-    parts: Vec<Part>,
+    parts: Vec<Partition>,
     by_source: HashMap<TopicPartition, usize>,
     progress_part: usize,
     producer: (i64, i16),
@@ -236,7 +144,7 @@ impl Engine {
         syncs: mpsc::UnboundedSender<OffsetSync>,
         fetcher: Fetcher,
     ) -> Result<Engine, KafkaError> {
-        let producer = init_producer_id(&target).await?;
+        let producer = target.init_producer_id().await?;
         let progress_tp = TopicPartition::new(progress_topic, 0);
         let mut engine = Engine {
             target,
@@ -262,7 +170,7 @@ impl Engine {
         };
         engine
             .parts
-            .push(Part::new(progress_tp.clone(), progress_tp, None));
+            .push(Partition::new(progress_tp.clone(), progress_tp, None));
         tracing::info!(cluster = %engine.target.alias(), producer_id = producer.0, epoch = producer.1, "idempotent producer ready");
         Ok(engine)
     }
@@ -274,7 +182,7 @@ impl Engine {
         self.by_source
             .insert(route.source.clone(), self.parts.len());
         self.parts
-            .push(Part::new(route.source, route.target, route.resume));
+            .push(Partition::new(route.source, route.target, route.resume));
     }
 
     /// Runs until `shutdown`, then drains what is in flight and commits progress.
@@ -461,12 +369,7 @@ impl Engine {
         let now = Instant::now();
         // Position-only entries at the front of an idle partition are acknowledged at once.
         for i in 0..self.parts.len() {
-            let part = &mut self.parts[i];
-            let mut done = Vec::new();
-            while part.inflight.is_empty() && part.queue.front().is_some_and(|e| e.batch.is_none())
-            {
-                done.extend(part.queue.pop_front().map(|e| (e, None)));
-            }
+            let done = self.parts[i].take_positions();
             if !done.is_empty() {
                 self.acknowledged(i, done);
             }
@@ -531,20 +434,15 @@ impl Engine {
             if part.inflight.len() >= limit {
                 continue;
             }
-            merge_front(part);
+            part.merge_front();
             let Some(mut entry) = part.queue.pop_front() else {
                 continue;
             };
-            let Some(batch) = entry.batch.as_ref() else {
+            let Some((seq, batch)) = part.sequence(&mut entry) else {
                 // A position-only entry behind batches still in flight.
                 part.inflight.push_back(entry);
                 continue;
             };
-            let seq = *entry.seq.get_or_insert_with(|| {
-                let s = part.next_seq;
-                part.next_seq = next_sequence(s, batch.record_count());
-                s
-            });
             let stamped = batch.stamp(&ProducerStamp {
                 producer_id: pid,
                 producer_epoch: epoch,
@@ -657,99 +555,55 @@ impl Engine {
                 self.parts[i].target.topic.to_string(),
                 self.parts[i].target.partition,
             );
-            let (code, base_offset) = results.get(&key).copied().unwrap_or((-1, -1));
-            self.on_result(i, seq, code, base_offset);
+            self.on_result(i, seq, results.get(&key).copied());
         }
     }
 
-    fn on_result(&mut self, i: usize, seq: i32, code: i16, base_offset: i64) {
-        const DUPLICATE_SEQUENCE_NUMBER: i16 = 46;
-        const OUT_OF_ORDER_SEQUENCE_NUMBER: i16 = 45;
-        const UNKNOWN_PRODUCER_ID: i16 = 59;
-        const INVALID_PRODUCER_EPOCH: i16 = 47;
-        const LEADERSHIP: [i16; 5] = [3, 5, 6, 56, 100];
-        if code == 0 || code == DUPLICATE_SEQUENCE_NUMBER {
-            return self.on_ack(i, seq, base_offset);
-        }
+    /// Carries out what the answer for partition `i`'s batch with sequence `seq` means
+    /// (`Partition::judge`); `answer` is `None` when the response lacks the partition.
+    fn on_result(&mut self, i: usize, seq: i32, answer: Option<(i16, i64)>) {
         let part = &mut self.parts[i];
-        if part.stopped {
-            // Given up: its batches sent behind the refused one fail out of sequence.
-            part.release();
-            return;
-        }
-        match code {
-            UNKNOWN_PRODUCER_ID | INVALID_PRODUCER_EPOCH => {
-                tracing::warn!(partition = %part.target, code, "target lost strait's producer state; re-initialising the producer");
+        match part.judge(seq, answer) {
+            Outcome::Acked { base_offset } => {
+                if let Some(done) = part.take_acked(seq, base_offset) {
+                    self.acknowledged(i, done);
+                }
+            }
+            Outcome::Release => part.release(),
+            Outcome::ResetProducer(Reset::LostState(error)) => {
+                tracing::warn!(partition = %part.target, code = error.code(), "target lost strait's producer state; re-initialising the producer");
                 part.failed = true;
                 self.reset_pending = true;
             }
-            OUT_OF_ORDER_SEQUENCE_NUMBER
-                if !part.failed && part.inflight.front().and_then(|e| e.seq) == Some(seq) =>
-            {
+            Outcome::ResetProducer(Reset::OutOfOrderHead) => {
                 tracing::warn!(partition = %part.target, seq, "out-of-order sequence at the head of the partition; re-initialising the producer");
                 part.failed = true;
                 self.reset_pending = true;
             }
-            code => {
-                let error =
-                    KafkaError::check("Produce", || part.target.to_string(), code).unwrap_err();
-                if code == -1 {
-                    tracing::warn!(partition = %part.target, "Produce response lacks the partition; will resend");
-                    part.failed = true;
-                    part.needs_metadata = true;
-                } else if error.is_retriable() || code == OUT_OF_ORDER_SEQUENCE_NUMBER {
-                    tracing::debug!(error = %error, "retriable produce error");
-                    part.failed = true;
-                    part.needs_metadata |= LEADERSHIP.contains(&code);
-                } else {
-                    let at = part
-                        .inflight
-                        .iter()
-                        .find(|e| e.seq == Some(seq))
-                        .map(|e| e.source_next)
-                        .unwrap_or(-1);
-                    tracing::error!(source = %part.source, target = %part.target, source_next_offset = at, error = %error, "partition stopped: the target refused a batch");
-                    self.fetcher.forget(part.source.clone());
-                    self.stop(i);
-                }
+            Outcome::Resend(Resend::Missing) => {
+                tracing::warn!(partition = %part.target, "Produce response lacks the partition; will resend");
+                part.failed = true;
+                part.needs_metadata = true;
+            }
+            Outcome::Resend(resend @ (Resend::Leadership(code) | Resend::Later(code))) => {
+                let error = produce_error(part, code);
+                tracing::debug!(error = %error, "retriable produce error");
+                part.failed = true;
+                part.needs_metadata |= resend.looks_up_leader();
+            }
+            Outcome::Stop(code) => {
+                let error = produce_error(part, code);
+                let at = part
+                    .inflight
+                    .iter()
+                    .find(|e| e.seq == Some(seq))
+                    .map(|e| e.source_next)
+                    .unwrap_or(-1);
+                tracing::error!(source = %part.source, target = %part.target, source_next_offset = at, error = %error, "partition stopped: the target refused a batch");
+                self.fetcher.forget(part.source.clone());
+                self.stop(i);
             }
         }
-    }
-
-    /// The broker appended the batch with sequence `seq` at `base_offset`: it and every
-    /// earlier batch of the partition are done.
-    fn on_ack(&mut self, i: usize, seq: i32, base_offset: i64) {
-        let done: Vec<Entry> = {
-            let part = &mut self.parts[i];
-            let Some(pos) = part.inflight.iter().position(|e| e.seq == Some(seq)) else {
-                return;
-            };
-            let mut done: Vec<Entry> = part.inflight.drain(..=pos).collect();
-            while part.inflight.front().is_some_and(|e| e.batch.is_none()) {
-                done.extend(part.inflight.pop_front());
-            }
-            part.backoff.reset();
-            part.confirmed = true;
-            done
-        };
-        // The broker appends a partition's batches in sequence order, so batches acknowledged
-        // implicitly (an earlier answer was lost) sit right before the one acknowledged here.
-        let mut target_base = vec![None; done.len()];
-        if let Some(pos) = done
-            .iter()
-            .position(|e| e.seq == Some(seq))
-            .filter(|_| base_offset >= 0)
-        {
-            let mut cursor = base_offset;
-            target_base[pos] = Some(base_offset);
-            for j in (0..pos).rev() {
-                if let Some(b) = &done[j].batch {
-                    cursor -= b.record_count() as i64;
-                    target_base[j] = Some(cursor);
-                }
-            }
-        }
-        self.acknowledged(i, done.into_iter().zip(target_base).collect());
     }
 
     /// Makes acknowledged entries of partition `i` count: positions, statistics, offset maps
@@ -814,29 +668,21 @@ impl Engine {
     async fn recover(&mut self) -> Result<(), KafkaError> {
         // Once no Produce request is in flight (the leader lookup may be).
         if self.reset_pending && self.requests.len() == usize::from(self.looking_up) {
-            self.producer = init_producer_id(&self.target).await?;
+            self.producer = self.target.init_producer_id().await?;
             tracing::info!(
                 producer_id = self.producer.0,
                 epoch = self.producer.1,
                 "producer re-initialised; resending unacknowledged batches"
             );
             for part in &mut self.parts {
-                requeue(part);
-                part.next_seq = 0;
-                part.confirmed = false;
-                for e in &mut part.queue {
-                    e.seq = None;
-                }
-                part.failed = false;
+                part.restart_sequences();
             }
             self.reset_pending = false;
         }
-        let now = Instant::now();
-        for part in &mut self.parts {
-            if part.failed && part.outstanding == 0 && !self.reset_pending {
-                requeue(part);
-                part.failed = false;
-                part.retry_at = Some(now + part.backoff.next_delay());
+        if !self.reset_pending {
+            let now = Instant::now();
+            for part in &mut self.parts {
+                part.recover(now);
             }
         }
         self.look_up_leaders();
@@ -899,7 +745,7 @@ impl Engine {
 
     /// The target topics (sorted, once each) of the running partitions without a known
     /// leader that pass `filter`.
-    fn missing_leaders(&self, filter: impl Fn(&Part) -> bool) -> Vec<String> {
+    fn missing_leaders(&self, filter: impl Fn(&Partition) -> bool) -> Vec<String> {
         let mut topics: Vec<String> = self
             .parts
             .iter()
@@ -912,87 +758,11 @@ impl Engine {
     }
 }
 
-/// Merges the batches the front entry of the queue took along into one, before it is sent
-/// (and given its sequence) for the first time. Records that cannot be re-framed leave the
-/// batches as they are, each its own entry: they forward fine without being parsed.
-fn merge_front(part: &mut Part) {
-    let Some(entry) = part.queue.front_mut().filter(|e| !e.more.is_empty()) else {
-        return;
-    };
-    let Some(first) = entry.batch.take() else {
-        return;
-    };
-    let more = std::mem::take(&mut entry.more);
-    match batch::coalesce(&first, &more) {
-        Ok(merged) => entry.batch = Some(merged),
-        Err(e) => {
-            tracing::warn!(partition = %part.source, error = %e, "cannot coalesce batches; forwarding them as they are");
-            let Some(last) = part.queue.pop_front() else {
-                return;
-            };
-            let mut split: Vec<Entry> = std::iter::once(first)
-                .chain(more)
-                .map(|b| {
-                    let next = b.next_offset();
-                    Entry::new(Some(b), next, Vec::new())
-                })
-                .collect();
-            if let Some(tail) = split.last_mut() {
-                tail.source_next = last.source_next;
-                tail._permits = last._permits;
-            }
-            for e in split.into_iter().rev() {
-                part.queue.push_front(e);
-            }
-        }
-    }
-}
-
-/// Moves unacknowledged in-flight entries back in front of the queue, in order.
-fn requeue(part: &mut Part) {
-    while let Some(e) = part.inflight.pop_back() {
-        part.queue.push_front(e);
-    }
-}
-
-/// Kafka's sequence arithmetic: sequences wrap from `i32::MAX` to 0
-/// (`DefaultRecordBatch.incrementSequence`).
-pub fn next_sequence(seq: i32, records: i32) -> i32 {
-    if seq > i32::MAX - records {
-        records - (i32::MAX - seq) - 1
-    } else {
-        seq + records
-    }
-}
-
-async fn init_producer_id(target: &Cluster) -> Result<(i64, i16), KafkaError> {
-    let request = InitProducerIdRequest::default()
-        .with_transactional_id(None)
-        .with_transaction_timeout_ms(-1)
-        .with_producer_id((-1).into())
-        .with_producer_epoch(-1);
-    let response = target
-        .with_retry(|conn| {
-            let request = &request;
-            async move {
-                let r = conn.send(request).await?;
-                KafkaError::check("InitProducerId", || conn.addr().to_string(), r.error_code)?;
-                Ok(r)
-            }
-        })
-        .await?;
-    Ok((response.producer_id.0, response.producer_epoch))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sequences_wrap_like_kafka() {
-        assert_eq!(next_sequence(0, 5), 5);
-        assert_eq!(next_sequence(i32::MAX - 1, 1), i32::MAX);
-        assert_eq!(next_sequence(i32::MAX, 1), 0);
-        assert_eq!(next_sequence(i32::MAX - 2, 5), 2);
+/// A refusal of partition `part`'s batch, as the error the logs show.
+fn produce_error(part: &Partition, code: ResponseError) -> KafkaError {
+    KafkaError::Broker {
+        api: "Produce",
+        context: part.target.to_string(),
+        code,
     }
 }
