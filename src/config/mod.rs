@@ -3,7 +3,7 @@
 //!
 //! `strait run mm2.properties` reads an unchanged MirrorMaker 2 file (MM2 keys, defaults and
 //! precedence); `strait run strait.toml` reads the same model written as TOML, with units in
-//! field names. Loading happens in two stages (STYLE.md item 6):
+//! field names. Loading happens in two stages (raw, then validated):
 //! 1. [`properties`] and [`toml`] each fill the same raw structs in [`raw`]
 //!    ([`RawConfig`](raw::RawConfig), [`RawFlow`](raw::RawFlow),
 //!    [`RawCluster`](raw::RawCluster)): values typed but unchecked, each remembering the key and

@@ -778,7 +778,7 @@ fn reference_table() -> String {
 #[test]
 fn docs_list_every_key() {
     let docs = include_str!("../../../docs/configuration.md");
-    let begin = "<!-- keys:begin (generated from src/config/mod.rs KEYS) -->\n";
+    let begin = "<!-- keys:begin (generated from src/config/keys.rs KEYS) -->\n";
     let end = "<!-- keys:end -->";
     let start = docs.find(begin).expect("begin marker") + begin.len();
     let stop = docs.find(end).expect("end marker");
