@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 use crate::batch::{encode_batch, OwnRecord, ProducerStamp, RawBatch};
-use crate::fetch::read_keyed_records;
+use crate::kafka::log_reader::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 
 /// Where a source partition stands: everything before `source_next` is on the target.

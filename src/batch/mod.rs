@@ -18,9 +18,11 @@ use std::fmt;
 
 use bytes::{BufMut, Bytes};
 
+pub mod committed;
 pub mod compression;
 pub(crate) mod crc;
 
+pub use committed::Committed;
 pub use compression::Compression;
 
 /// Size of the fixed v2 batch header (`DefaultRecordBatch.RECORD_BATCH_OVERHEAD`).
