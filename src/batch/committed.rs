@@ -47,3 +47,49 @@ impl Iterator for Committed {
         Some((batch, visible))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The records of partition 0 of the captured `none-small` Fetch response: 38 batches,
+    /// offsets 0..150, from one idempotent (not transactional) producer.
+    fn captured() -> Bytes {
+        use kafka_protocol::messages::FetchRequest;
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/testdata/fetch/none-small.v18.bin"
+        );
+        let frame = Bytes::from(std::fs::read(path).unwrap());
+        let response = crate::kafka::codec::decode_response::<FetchRequest>(frame, 18).unwrap();
+        let topic = response.responses.into_iter().next().unwrap();
+        let partition = topic
+            .partitions
+            .into_iter()
+            .find(|p| p.partition_index == 0);
+        partition.unwrap().records.unwrap()
+    }
+
+    #[test]
+    fn empty_records_hold_no_batch() {
+        assert!(Committed::new(Bytes::new(), [], 0).unwrap().is_empty());
+        assert_eq!(Committed::new(Bytes::new(), [], 0).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn batches_behind_the_position_are_skipped_and_the_rest_visible() {
+        let committed = Committed::new(captured(), [], 10).unwrap();
+        assert!(!committed.is_empty());
+        let seen: Vec<(i64, bool)> = committed.map(|(b, v)| (b.base_offset(), v)).collect();
+        assert_eq!(seen.len(), 36);
+        assert_eq!(seen[0], (8, true));
+        assert!(seen.iter().all(|&(_, visible)| visible));
+    }
+
+    #[test]
+    fn all_behind_the_position_is_not_empty_but_yields_nothing() {
+        let committed = Committed::new(captured(), [], 150).unwrap();
+        assert!(!committed.is_empty());
+        assert_eq!(committed.count(), 0);
+    }
+}
