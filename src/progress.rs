@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::batch::RawBatch;
-use crate::fetch::read_keyed_records;
+use crate::kafka::log_reader::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::records::{self, encode_partition_key, Part, Reader};
 

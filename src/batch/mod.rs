@@ -27,6 +27,7 @@ use bytes::Bytes;
 mod aborted;
 pub mod compression;
 pub(crate) mod crc;
+mod read_committed;
 mod records;
 mod rewrite;
 #[cfg(test)]
@@ -34,6 +35,7 @@ mod testing;
 
 pub use aborted::AbortedFilter;
 pub use compression::Compression;
+pub use read_committed::ReadCommitted;
 pub(crate) use records::put_uvarint;
 pub use records::{decode_uncompressed, encode_batch, DecodedRecord, OwnRecord};
 pub use rewrite::{coalesce, renumber, Renumbered};

@@ -12,6 +12,7 @@ pub mod codec;
 pub mod connection;
 pub mod error;
 pub mod groups;
+pub mod log_reader;
 pub mod produce_request;
 pub mod segments;
 

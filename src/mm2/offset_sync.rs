@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::records::{self, OffsetSync};
-use crate::fetch::read_keyed_records;
 use crate::kafka::appender::append;
+use crate::kafka::log_reader::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::topic_sync::ensure_internal_topic;
 use crate::now_ms;

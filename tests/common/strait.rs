@@ -1,6 +1,6 @@
 //! The built `strait` binary as tests run it: a config file in a temporary directory, the
 //! process with its log captured, SIGTERM and SIGKILL, and waiting on what it wrote, read
-//! through strait's own raw reader (`fetch::read_partition`), which needs no JVM.
+//! through strait's own raw reader (`kafka::log_reader::read_partition`), which needs no JVM.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -149,7 +149,7 @@ pub fn try_raw_batches(
         "strait-test",
         Duration::from_secs(30),
     );
-    Ok(block_on(strait::fetch::read_partition(&c, tp))?.unwrap_or_default())
+    Ok(block_on(strait::kafka::log_reader::read_partition(&c, tp))?.unwrap_or_default())
 }
 
 /// [`try_raw_batches`] that panics on errors.

@@ -1,0 +1,454 @@
+//! What a Fetch response means, decided without I/O: whether the session goes on or starts
+//! over (its top-level error code), and, per partition, from its error code, records and
+//! aborted transactions plus the partition's fetch position, what the session does next:
+//! forward batches, reset the position by policy, hand the partition back to the
+//! coordinator (its leader moved), or stop it. The session task carries the answers out.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::PartitionData;
+
+use super::{FetchError, Fetched};
+use crate::batch::ReadCommitted;
+use crate::config::OffsetReset;
+use crate::kafka::{KafkaError, TopicPartition};
+
+/// What the top-level error code of a Fetch response means for the session.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum SessionVerdict {
+    /// The partitions' answers stand.
+    Proceed,
+    /// The broker lost or refused the session: start over with a full fetch.
+    Reset(ResponseError),
+}
+
+/// The session's reading of a response's top-level `code`; `Err` for a failed request.
+pub(super) fn session_verdict(broker: i32, code: i16) -> Result<SessionVerdict, KafkaError> {
+    match ResponseError::try_from_code(code) {
+        Some(
+            reset @ (ResponseError::FetchSessionIdNotFound
+            | ResponseError::InvalidFetchSessionEpoch),
+        ) => Ok(SessionVerdict::Reset(reset)),
+        _ => KafkaError::check("Fetch", || format!("broker {broker}"), code)
+            .map(|()| SessionVerdict::Proceed),
+    }
+}
+
+/// Batches to forward for one partition and where its position goes.
+#[derive(Debug)]
+pub(super) struct Delivery {
+    pub batches: Vec<Fetched>,
+    /// The source position after these batches (past dropped batches too).
+    pub next_offset: i64,
+    pub high_watermark: i64,
+}
+
+/// What the session does with one partition of a Fetch response.
+#[derive(Debug)]
+pub(super) enum Action {
+    /// Nothing new: the position stays.
+    Idle,
+    Deliver(Delivery),
+    /// The position is out of the source log: look the policy's offset up.
+    ResetOffset {
+        log_start_offset: i64,
+    },
+    /// A retriable error (the leader moved, is not ready, ...): place the partition again.
+    Rehome(KafkaError),
+    /// Forward `before` (the batches ahead of a bad one), then stop the partition.
+    Stop {
+        before: Option<Delivery>,
+        error: FetchError,
+    },
+}
+
+/// Decides what to do with partition `tp`'s answer `data` to a fetch from `offset`.
+pub(super) fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -> Action {
+    match ResponseError::try_from_code(data.error_code) {
+        None => {}
+        Some(ResponseError::OffsetOutOfRange) => {
+            return Action::ResetOffset {
+                log_start_offset: data.log_start_offset,
+            }
+        }
+        Some(code) => {
+            let error = KafkaError::Broker {
+                api: "Fetch",
+                context: tp.to_string(),
+                code,
+            };
+            return if error.is_retriable() {
+                Action::Rehome(error)
+            } else {
+                Action::Stop {
+                    before: None,
+                    error: FetchError::Broker(error),
+                }
+            };
+        }
+    }
+    let Some(records) = data.records.filter(|r| !r.is_empty()) else {
+        return Action::Idle;
+    };
+    let aborted = data
+        .aborted_transactions
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.producer_id.0, a.first_offset));
+    let committed = match ReadCommitted::new(records, aborted, offset) {
+        Ok(c) => c,
+        Err(source) => {
+            return Action::Stop {
+                before: None,
+                error: FetchError::Malformed { offset, source },
+            }
+        }
+    };
+    let delivery = |batches, next_offset| Delivery {
+        batches,
+        next_offset,
+        high_watermark: data.high_watermark,
+    };
+    let mut next = offset;
+    let mut kept = Vec::new();
+    for (batch, visible) in committed {
+        let batch_end = batch.next_offset();
+        let forward = batch.verify_crc().and_then(|()| {
+            let keep = visible && batch.record_count() > 0;
+            keep.then(|| Fetched::new(batch)).transpose()
+        });
+        match forward {
+            Ok(Some(fetched)) => {
+                next = fetched.source_next;
+                kept.push(fetched);
+            }
+            // Control, aborted or emptied by compaction: nothing to send, the position moves.
+            Ok(None) => next = batch_end,
+            Err(e) => {
+                return Action::Stop {
+                    before: (!kept.is_empty()).then(|| delivery(kept, next)),
+                    error: FetchError::Refused(e),
+                }
+            }
+        }
+    }
+    if next > offset {
+        Action::Deliver(delivery(kept, next))
+    } else {
+        Action::Idle
+    }
+}
+
+/// The ListOffsets timestamp that implements a reset policy.
+pub(super) fn reset_timestamp(policy: OffsetReset) -> i64 {
+    match policy {
+        OffsetReset::Earliest => -2,
+        OffsetReset::Latest => -1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use kafka_protocol::messages::fetch_response::AbortedTransaction;
+    use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId};
+
+    use super::*;
+    use crate::batch::{split_batches, BatchError, RawBatch};
+    use crate::kafka::codec::decode_response;
+
+    /// A captured Fetch v18 response of `testdata/fetch/` (see its README).
+    fn capture(name: &str) -> FetchResponse {
+        let path = format!(
+            "{}/testdata/fetch/{name}.v18.bin",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let frame = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        decode_response::<FetchRequest>(Bytes::from(frame), 18).unwrap()
+    }
+
+    /// Partition 0 of `none-small`: 38 uncompressed batches (37 of 4 records, one of 2),
+    /// offsets 0..150, no error, no aborted transaction.
+    fn small() -> PartitionData {
+        let response = capture("none-small");
+        let mut p = response.responses.into_iter().next().unwrap().partitions;
+        p.sort_by_key(|p| p.partition_index);
+        p.into_iter().next().unwrap()
+    }
+
+    fn tp() -> TopicPartition {
+        TopicPartition::new("fetch-none-small", 0)
+    }
+
+    fn batches(data: &PartitionData) -> Vec<RawBatch> {
+        split_batches(data.records.clone().unwrap())
+            .unwrap()
+            .batches
+    }
+
+    /// `data` with batch `index` changed by `edit` (its CRC made right again if `fix_crc`).
+    fn patched(
+        data: &PartitionData,
+        index: usize,
+        fix_crc: bool,
+        edit: impl FnOnce(&mut [u8]),
+    ) -> PartitionData {
+        let start: usize = batches(data)[..index].iter().map(|b| b.len()).sum();
+        let len = batches(data)[index].len();
+        let mut records = data.records.clone().unwrap().to_vec();
+        let batch = &mut records[start..start + len];
+        edit(batch);
+        if fix_crc {
+            let crc = crc32c::crc32c(&batch[21..]);
+            batch[17..21].copy_from_slice(&crc.to_be_bytes());
+        }
+        data.clone().with_records(Some(Bytes::from(records)))
+    }
+
+    /// Sets attribute bits of a batch (0x10 transactional, 0x20 control).
+    fn set_attributes(bits: u8) -> impl FnOnce(&mut [u8]) {
+        move |batch| batch[22] |= bits
+    }
+
+    fn with_code(code: ResponseError) -> PartitionData {
+        small()
+            .with_error_code(code.code())
+            .with_log_start_offset(42)
+    }
+
+    fn delivered(action: Action) -> Delivery {
+        match action {
+            Action::Deliver(d) => d,
+            other => panic!("expected a delivery, got {other:?}"),
+        }
+    }
+
+    fn bases(d: &Delivery) -> Vec<i64> {
+        d.batches.iter().map(|f| f.batch.base_offset()).collect()
+    }
+
+    #[test]
+    fn session_goes_on_on_none_and_starts_over_on_session_errors() {
+        let response = capture("none-small");
+        assert_eq!(
+            session_verdict(1, response.error_code).unwrap(),
+            SessionVerdict::Proceed
+        );
+        for (number, code) in [
+            (70, ResponseError::FetchSessionIdNotFound),
+            (71, ResponseError::InvalidFetchSessionEpoch),
+        ] {
+            assert_eq!(
+                session_verdict(1, number).unwrap(),
+                SessionVerdict::Reset(code)
+            );
+        }
+    }
+
+    #[test]
+    fn session_fails_on_other_top_level_errors() {
+        for code in [-1, 29, 1000] {
+            match session_verdict(3, code) {
+                Err(KafkaError::Broker {
+                    code: c, context, ..
+                }) => {
+                    assert_eq!(c.code(), code);
+                    assert_eq!(context, "broker 3");
+                }
+                other => panic!("code {code}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn none_forwards_every_batch_of_every_capture_unchanged() {
+        for name in ["none-small", "none-large", "lz4", "zstd", "gzip", "snappy"] {
+            let response = capture(name);
+            let topic = &response.responses[0];
+            assert_eq!(topic.partitions.len(), 8, "{name}");
+            for data in &topic.partitions {
+                let source = batches(data);
+                let records: i32 = source.iter().map(|b| b.record_count()).sum();
+                let d = delivered(partition_action(&tp(), 0, data.clone()));
+                assert_eq!(d.batches.len(), source.len(), "{name}");
+                assert_eq!(d.next_offset, i64::from(records), "{name}");
+                assert_eq!(d.next_offset, data.high_watermark, "{name}");
+                assert_eq!(d.high_watermark, data.high_watermark, "{name}");
+                for (f, s) in d.batches.iter().zip(&source) {
+                    assert_eq!(f.batch.as_bytes(), s.as_bytes());
+                    assert_eq!(f.source_next, s.next_offset());
+                    assert!(f.offset_deltas.is_none());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn none_from_inside_a_batch_forwards_that_batch_on() {
+        let data = small();
+        assert_eq!(batches(&data).len(), 38);
+        let d = delivered(partition_action(&tp(), 9, data));
+        // Batches 0..4 and 4..8 are behind the position; 8..12 holds offset 9.
+        assert_eq!(d.batches.len(), 36);
+        assert_eq!(bases(&d)[0], 8);
+        assert_eq!(d.next_offset, 150);
+    }
+
+    #[test]
+    fn none_with_nothing_new_is_idle() {
+        assert!(matches!(
+            partition_action(&tp(), 150, small()),
+            Action::Idle
+        ));
+        let empty = small().with_records(Some(Bytes::new()));
+        assert!(matches!(partition_action(&tp(), 0, empty), Action::Idle));
+        let none = small().with_records(None);
+        assert!(matches!(partition_action(&tp(), 0, none), Action::Idle));
+    }
+
+    #[test]
+    fn offset_out_of_range_resets_the_position() {
+        let data = with_code(ResponseError::OffsetOutOfRange);
+        assert_eq!(data.error_code, 1);
+        assert!(matches!(
+            partition_action(&tp(), 7, data),
+            Action::ResetOffset {
+                log_start_offset: 42
+            }
+        ));
+    }
+
+    #[test]
+    fn leadership_and_other_retriable_errors_send_the_partition_home() {
+        for code in [
+            ResponseError::UnknownTopicOrPartition,
+            ResponseError::NotLeaderOrFollower,
+            ResponseError::KafkaStorageError,
+            ResponseError::FencedLeaderEpoch,
+            ResponseError::UnknownLeaderEpoch,
+            ResponseError::OffsetNotAvailable,
+            ResponseError::UnknownTopicId,
+            ResponseError::CorruptMessage,
+        ] {
+            match partition_action(&tp(), 0, with_code(code)) {
+                Action::Rehome(KafkaError::Broker {
+                    code: c, context, ..
+                }) => {
+                    assert_eq!(c, code);
+                    assert_eq!(context, "fetch-none-small-0");
+                }
+                other => panic!("{code:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn fatal_and_unknown_errors_stop_the_partition() {
+        for code in [
+            ResponseError::TopicAuthorizationFailed,
+            ResponseError::UnknownServerError,
+            ResponseError::Unknown(1000),
+        ] {
+            match partition_action(&tp(), 0, with_code(code)) {
+                Action::Stop {
+                    before: None,
+                    error: FetchError::Broker(KafkaError::Broker { code: c, .. }),
+                } => assert_eq!(c, code),
+                other => panic!("{code:?}: {other:?}"),
+            }
+        }
+        let Action::Stop { error, .. } =
+            partition_action(&tp(), 0, with_code(ResponseError::TopicAuthorizationFailed))
+        else {
+            unreachable!()
+        };
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "Fetch for fetch-none-small-0: Kafka error {} (29)",
+                ResponseError::TopicAuthorizationFailed
+            )
+        );
+    }
+
+    #[test]
+    fn crc_failure_forwards_what_came_before_then_stops() {
+        let data = patched(&small(), 3, false, |b| b[100] ^= 1);
+        match partition_action(&tp(), 0, data) {
+            Action::Stop {
+                before: Some(d),
+                error: FetchError::Refused(BatchError::CrcMismatch { base_offset, .. }),
+            } => {
+                assert_eq!(base_offset, 12);
+                assert_eq!(bases(&d), [0, 4, 8]);
+                assert_eq!(d.next_offset, 12);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn crc_failure_of_the_first_batch_stops_with_nothing_to_forward() {
+        let data = patched(&small(), 0, false, |b| b[70] ^= 0x80);
+        assert!(matches!(
+            partition_action(&tp(), 0, data),
+            Action::Stop {
+                before: None,
+                error: FetchError::Refused(BatchError::CrcMismatch { base_offset: 0, .. }),
+            }
+        ));
+    }
+
+    #[test]
+    fn malformed_records_stop_the_partition() {
+        let data = patched(&small(), 5, true, |b| b[16] = 1);
+        match partition_action(&tp(), 4, data) {
+            Action::Stop {
+                before: None,
+                error: FetchError::Malformed { offset: 4, source },
+            } => assert!(matches!(source, BatchError::BadMagic { magic: 1, .. })),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// `small()` with batch `index` made transactional and listed as aborted.
+    fn aborted_at(index: usize) -> PartitionData {
+        let data = small();
+        let batch = &batches(&data)[index];
+        let aborted = AbortedTransaction::default()
+            .with_producer_id(ProducerId(batch.producer_id()))
+            .with_first_offset(batch.base_offset());
+        patched(&data, index, true, set_attributes(0x10))
+            .with_aborted_transactions(Some(vec![aborted]))
+    }
+
+    #[test]
+    fn aborted_transactions_are_dropped() {
+        let d = delivered(partition_action(&tp(), 0, aborted_at(2)));
+        assert_eq!(d.batches.len(), 37);
+        assert!(!bases(&d).contains(&8));
+        assert_eq!(bases(&d)[..3], [0, 4, 12]);
+        assert_eq!(d.next_offset, 150);
+    }
+
+    #[test]
+    fn an_aborted_tail_still_moves_the_position() {
+        let d = delivered(partition_action(&tp(), 148, aborted_at(37)));
+        assert!(d.batches.is_empty());
+        assert_eq!(d.next_offset, 150);
+    }
+
+    #[test]
+    fn a_transactional_batch_not_listed_as_aborted_is_forwarded() {
+        let data = patched(&small(), 2, true, set_attributes(0x10));
+        let d = delivered(partition_action(&tp(), 0, data));
+        assert_eq!(d.batches.len(), 38);
+    }
+
+    #[test]
+    fn control_batches_are_dropped() {
+        let data = patched(&small(), 0, true, set_attributes(0x20));
+        let d = delivered(partition_action(&tp(), 0, data));
+        assert_eq!(bases(&d)[..2], [4, 8]);
+        assert_eq!(d.next_offset, 150);
+    }
+}

@@ -1,0 +1,397 @@
+//! One fetch session with one source leader (KIP-227): its task sends `read_committed`
+//! Fetch requests, full then incremental, tracks the session id and epoch and what the
+//! broker holds for it, applies what `response` decided for each partition of the answer
+//! (emit a chunk, reset the position by ListOffsets, hand the partition back to the
+//! coordinator, stop it) and hands every partition back when its broker fails.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
+use kafka_protocol::messages::fetch_response::PartitionData;
+use kafka_protocol::messages::{FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use super::response::{
+    partition_action, reset_timestamp, session_verdict, Action, Delivery, SessionVerdict,
+};
+use super::{Assignment, Chunk, FetchConfig, FetchError, FetchEvent};
+use crate::kafka::backoff::Backoff;
+use crate::kafka::log_reader::list_offsets;
+use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
+
+/// What the fetcher task asks of a session.
+#[derive(Debug)]
+pub(super) enum SessionOrder {
+    Place(Placed),
+    Forget(TopicPartition),
+}
+
+/// A partition placed on a leader's session: its topic id and leader epoch from Metadata.
+#[derive(Debug, Clone)]
+pub(super) struct Placed {
+    pub(super) tp: TopicPartition,
+    pub(super) topic_id: uuid::Uuid,
+    pub(super) leader_epoch: i32,
+    pub(super) offset: i64,
+}
+
+pub(super) fn spawn_session(
+    broker: i32,
+    cluster: Arc<Cluster>,
+    config: FetchConfig,
+    events: mpsc::Sender<FetchEvent>,
+    rehome: mpsc::UnboundedSender<Assignment>,
+    budget: Arc<Semaphore>,
+    shutdown: CancellationToken,
+) -> mpsc::UnboundedSender<SessionOrder> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let session = Session {
+        broker,
+        cluster,
+        config,
+        events,
+        rehome,
+        budget,
+        shutdown,
+        parts: BTreeMap::new(),
+        id: 0,
+        epoch: 0,
+        sent: HashMap::new(),
+        forgotten_ids: HashMap::new(),
+    };
+    tokio::spawn(session.run(rx));
+    tx
+}
+
+/// One fetch session with one source broker.
+struct Session {
+    broker: i32,
+    cluster: Arc<Cluster>,
+    config: FetchConfig,
+    events: mpsc::Sender<FetchEvent>,
+    rehome: mpsc::UnboundedSender<Assignment>,
+    budget: Arc<Semaphore>,
+    shutdown: CancellationToken,
+    parts: BTreeMap<TopicPartition, Placed>,
+    /// KIP-227 session id (0: none) and the epoch of the next request.
+    id: i32,
+    epoch: i32,
+    /// Fetch offsets the broker's session holds for us.
+    sent: HashMap<TopicPartition, i64>,
+    /// Ids of topics whose partitions left the session, for the forgotten-topics list.
+    forgotten_ids: HashMap<Arc<str>, uuid::Uuid>,
+}
+
+impl Session {
+    async fn run(mut self, mut orders: mpsc::UnboundedReceiver<SessionOrder>) {
+        let shutdown = self.shutdown.clone();
+        let mut failures = 0u32;
+        let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+        // Dialled at once: its first partitions come after their start offsets are known.
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = self.cluster.broker(self.broker) => {}
+        }
+        loop {
+            while let Ok(order) = orders.try_recv() {
+                self.obey(order);
+            }
+            if self.parts.is_empty() {
+                tokio::select! {
+                    _ = self.shutdown.cancelled() => return,
+                    order = orders.recv() => match order {
+                        Some(order) => { self.obey(order); continue; }
+                        None => return,
+                    },
+                }
+            }
+            let round = async {
+                let conn = self.cluster.broker(self.broker).await?;
+                self.fetch_once(&conn).await
+            };
+            let result = tokio::select! {
+                _ = shutdown.cancelled() => return,
+                r = round => r,
+            };
+            match result {
+                Ok(throttle) => {
+                    failures = 0;
+                    backoff.reset();
+                    if throttle > 0 {
+                        tokio::time::sleep(Duration::from_millis(throttle as u64)).await;
+                    }
+                }
+                Err(e) => {
+                    failures += 1;
+                    self.reset_session();
+                    tracing::warn!(cluster = %self.cluster.alias(), broker = self.broker, error = %e, "fetch failed");
+                    if failures >= 3 || !e.is_retriable() {
+                        // The broker may be gone or no longer lead: let the fetcher look again.
+                        for (_, p) in std::mem::take(&mut self.parts) {
+                            let _ = self.rehome.send(Assignment {
+                                tp: p.tp,
+                                offset: Some(p.offset),
+                            });
+                        }
+                        return;
+                    }
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+            }
+        }
+    }
+
+    fn obey(&mut self, order: SessionOrder) {
+        match order {
+            SessionOrder::Place(p) => {
+                self.parts.insert(p.tp.clone(), p);
+            }
+            SessionOrder::Forget(tp) => {
+                if self.leave(&tp).is_some() {
+                    tracing::debug!(partition = %tp, broker = self.broker, "partition left the fetch session");
+                }
+            }
+        }
+    }
+
+    /// Takes a partition out of the session; the next request tells the broker.
+    fn leave(&mut self, tp: &TopicPartition) -> Option<Placed> {
+        let p = self.parts.remove(tp)?;
+        self.forgotten_ids.insert(p.tp.topic.clone(), p.topic_id);
+        Some(p)
+    }
+
+    fn reset_session(&mut self) {
+        self.id = 0;
+        self.epoch = 0;
+        self.sent.clear();
+    }
+
+    fn request(&self) -> FetchRequest {
+        let full = self.id == 0;
+        let mut topics: Vec<FetchTopic> = Vec::new();
+        for p in self.parts.values() {
+            if !full && self.sent.get(&p.tp) == Some(&p.offset) {
+                continue;
+            }
+            let partition = FetchPartition::default()
+                .with_partition(p.tp.partition)
+                .with_current_leader_epoch(p.leader_epoch)
+                .with_fetch_offset(p.offset)
+                .with_last_fetched_epoch(-1)
+                .with_log_start_offset(-1)
+                .with_partition_max_bytes(self.config.partition_max_bytes);
+            match topics.last_mut() {
+                Some(t) if t.topic_id == p.topic_id && t.topic.0.as_str() == &*p.tp.topic => {
+                    t.partitions.push(partition)
+                }
+                _ => topics.push(
+                    FetchTopic::default()
+                        .with_topic(TopicName(StrBytes::from_string(p.tp.topic.to_string())))
+                        .with_topic_id(p.topic_id)
+                        .with_partitions(vec![partition]),
+                ),
+            }
+        }
+        let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+        if !full {
+            let mut gone: Vec<&TopicPartition> = self
+                .sent
+                .keys()
+                .filter(|tp| !self.parts.contains_key(*tp))
+                .collect();
+            gone.sort();
+            for tp in gone {
+                let id = self.topic_id_hint(tp);
+                match forgotten.last_mut() {
+                    Some(f) if f.topic.0.as_str() == &*tp.topic => f.partitions.push(tp.partition),
+                    _ => forgotten.push(
+                        ForgottenTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(tp.topic.to_string())))
+                            .with_topic_id(id)
+                            .with_partitions(vec![tp.partition]),
+                    ),
+                }
+            }
+        }
+        FetchRequest::default()
+            .with_max_wait_ms(self.config.max_wait_ms)
+            .with_min_bytes(1)
+            .with_max_bytes(self.config.max_bytes)
+            .with_isolation_level(1)
+            .with_session_id(self.id)
+            .with_session_epoch(self.epoch)
+            .with_topics(topics)
+            .with_forgotten_topics_data(forgotten)
+    }
+
+    /// The id of a topic that left the session (any partition of it still known, else nil).
+    fn topic_id_hint(&self, tp: &TopicPartition) -> uuid::Uuid {
+        self.parts
+            .values()
+            .find(|p| p.tp.topic == tp.topic)
+            .map(|p| p.topic_id)
+            .or_else(|| self.forgotten_ids.get(&tp.topic).copied())
+            .unwrap_or_default()
+    }
+
+    /// One Fetch round trip. Returns the throttle time the broker asked for.
+    async fn fetch_once(&mut self, conn: &Connection) -> Result<i32, KafkaError> {
+        let request = self.request();
+        let response = conn.send(&request).await?;
+        if let SessionVerdict::Reset(code) = session_verdict(self.broker, response.error_code)? {
+            tracing::debug!(
+                broker = self.broker,
+                code = code.code(),
+                "fetch session reset"
+            );
+            self.reset_session();
+            return Ok(response.throttle_time_ms);
+        }
+        // The broker now holds what we sent.
+        for t in &request.topics {
+            for p in &t.partitions {
+                self.sent.insert(
+                    TopicPartition::new(t.topic.0.as_str(), p.partition),
+                    p.fetch_offset,
+                );
+            }
+        }
+        for f in &request.forgotten_topics_data {
+            for p in &f.partitions {
+                self.sent
+                    .remove(&TopicPartition::new(f.topic.0.as_str(), *p));
+            }
+        }
+        if response.session_id != 0 {
+            self.id = response.session_id;
+            self.epoch = if self.epoch == i32::MAX {
+                1
+            } else {
+                self.epoch + 1
+            };
+        } else {
+            self.reset_session();
+        }
+        let names: HashMap<uuid::Uuid, Arc<str>> = self
+            .parts
+            .values()
+            .map(|p| (p.topic_id, p.tp.topic.clone()))
+            .collect();
+        let response_bytes: usize = response
+            .responses
+            .iter()
+            .flat_map(|t| &t.partitions)
+            .filter_map(|p| p.records.as_ref().map(|r| r.len()))
+            .sum();
+        let want = response_bytes.min(self.config.buffer_bytes) as u32;
+        let Ok(permit) = self.budget.clone().acquire_many_owned(want).await else {
+            return Ok(response.throttle_time_ms);
+        };
+        let permit = Arc::new(permit);
+        for topic in response.responses {
+            let name: Arc<str> = if topic.topic.0.is_empty() {
+                match names.get(&topic.topic_id) {
+                    Some(n) => n.clone(),
+                    None => continue,
+                }
+            } else {
+                Arc::from(topic.topic.0.as_str())
+            };
+            for p in topic.partitions {
+                let tp = TopicPartition::new(name.clone(), p.partition_index);
+                self.on_partition(conn, tp, p, &permit).await;
+            }
+        }
+        Ok(response.throttle_time_ms)
+    }
+
+    async fn on_partition(
+        &mut self,
+        conn: &Connection,
+        tp: TopicPartition,
+        data: PartitionData,
+        permit: &Arc<OwnedSemaphorePermit>,
+    ) {
+        let Some(offset) = self.parts.get(&tp).map(|p| p.offset) else {
+            return;
+        };
+        match partition_action(&tp, offset, data) {
+            Action::Idle => {}
+            Action::Deliver(delivery) => self.emit(tp, delivery, permit).await,
+            Action::ResetOffset { log_start_offset } => {
+                let timestamp = reset_timestamp(self.config.offset_reset);
+                let epoch = self.parts[&tp].leader_epoch;
+                match list_offsets(conn, &[(tp.clone(), epoch)], timestamp).await {
+                    Ok(found) if found.contains_key(&tp) => {
+                        let reset = found[&tp];
+                        tracing::warn!(
+                            partition = %tp, from = offset, to = reset, gap = reset - offset,
+                            policy = ?self.config.offset_reset, log_start = log_start_offset,
+                            "source offset out of range: position reset by policy"
+                        );
+                        if let Some(p) = self.parts.get_mut(&tp) {
+                            p.offset = reset;
+                        }
+                    }
+                    _ => self.send_home(&tp),
+                }
+            }
+            Action::Rehome(error) => {
+                tracing::debug!(partition = %tp, error = %error, "partition moves to another leader");
+                self.send_home(&tp);
+            }
+            Action::Stop { before, error } => {
+                // Forward what came before the bad batch, then stop the partition.
+                if let Some(delivery) = before {
+                    self.emit(tp.clone(), delivery, permit).await;
+                }
+                self.stop(&tp, error).await;
+            }
+        }
+    }
+
+    async fn emit(
+        &mut self,
+        tp: TopicPartition,
+        delivery: Delivery,
+        permit: &Arc<OwnedSemaphorePermit>,
+    ) {
+        if let Some(p) = self.parts.get_mut(&tp) {
+            p.offset = delivery.next_offset;
+        }
+        let chunk = Chunk {
+            tp,
+            batches: delivery.batches,
+            next_offset: delivery.next_offset,
+            high_watermark: delivery.high_watermark,
+            permit: permit.clone(),
+        };
+        let _ = self.events.send(FetchEvent::Chunk(chunk)).await;
+    }
+
+    fn send_home(&mut self, tp: &TopicPartition) {
+        if let Some(p) = self.leave(tp) {
+            let _ = self.rehome.send(Assignment {
+                tp: p.tp,
+                offset: Some(p.offset),
+            });
+        }
+    }
+
+    async fn stop(&mut self, tp: &TopicPartition, error: FetchError) {
+        self.leave(tp);
+        tracing::error!(partition = %tp, %error, "partition stopped");
+        let _ = self
+            .events
+            .send(FetchEvent::Stopped {
+                tp: tp.clone(),
+                error,
+            })
+            .await;
+    }
+}
