@@ -2,9 +2,10 @@
 //! from Kafka 4.1.1 by `tests/capture_fetch.rs`: several codecs, small and large batches, 8
 //! partitions each), and of the offset map under many gaps.
 //!
-//! `forward/<file>` is the whole path of one response, as `src/fetch.rs` and `src/produce.rs`
-//! run it: decode the frame (`codec::decode_response`), split every partition's records into
-//! batches and verify their CRC32C, stamp strait's producer identity into each (header copy +
+//! `forward/<file>` is the whole path of one response, through the functions `src/fetch/` and
+//! `src/produce/` run it with: decode the frame (`codec::decode_response`), the fetch
+//! session's decision for every partition (split into batches, verify their CRC32C, drop
+//! aborted transactions), stamp strait's producer identity into each batch (header copy +
 //! new CRC), and encode the Produce requests, one batch per partition per request. Throughput
 //! is the bytes of the partitions' `records` (as stored, so compressed for the compressed
 //! files); one core (the benchmark runs on one thread). `decode/<file>` and
@@ -29,10 +30,13 @@ use bytes::{Buf, Bytes};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, ProduceRequest};
 use kafka_protocol::protocol::Message;
-use strait::batch::{coalesce as merge, split_batches, ProducerStamp, RawBatch};
+use strait::batch::{coalesce as merge, ProducerStamp, RawBatch};
+use strait::fetch::response::{partition_action, Action};
 use strait::kafka::codec::decode_response;
 use strait::kafka::produce_request::{self, TopicData};
+use strait::kafka::TopicPartition;
 use strait::offset_map::{Forwarded, OffsetMap};
+use strait::produce::next_sequence;
 
 /// One captured response: `testdata/fetch/<name>.v<version>.bin`.
 struct Capture {
@@ -85,30 +89,29 @@ fn captures() -> Vec<Capture> {
 /// The verified batches of every partition: `(topic name, topic id, partition, batches)`.
 type Partitions = Vec<(Arc<str>, uuid::Uuid, i32, Vec<RawBatch>)>;
 
-/// Decode, split, verify: what the fetch side does with a response.
+/// What a fetch session does with a response: every partition through the session's own
+/// decision (`fetch::response::partition_action`: split, CRC check, aborted-transaction
+/// filter, renumbering of compacted batches), from offset 0.
 fn split_and_verify(response: FetchResponse) -> Partitions {
     let mut out = Vec::new();
     for topic in response.responses {
         let name: Arc<str> = Arc::from(topic.topic.0.as_str());
         for p in topic.partitions {
-            let split = split_batches(p.records.unwrap_or_default()).unwrap();
-            for batch in &split.batches {
-                batch.verify_crc().unwrap();
-            }
-            out.push((
-                name.clone(),
-                topic.topic_id,
-                p.partition_index,
-                split.batches,
-            ));
+            let tp = TopicPartition::new(name.clone(), p.partition_index);
+            let Action::Deliver(delivery) = partition_action(&tp, 0, p) else {
+                panic!("{tp}: the capture should deliver batches");
+            };
+            let batches = delivery.batches.into_iter().map(|f| f.batch).collect();
+            out.push((name.clone(), topic.topic_id, tp.partition, batches));
         }
     }
     out
 }
 
-/// The produce side: stamp every batch and encode Produce requests, one batch per partition
-/// per request (the `k`-th request carries the `k`-th batch of every partition that has
-/// one), all partitions in one request. Returns the bytes of the request bodies.
+/// The produce side: stamp every batch and encode Produce requests with the engine's
+/// functions, one batch per partition per request (the `k`-th request carries the `k`-th
+/// batch of every partition that has one), all partitions in one request. Returns the bytes
+/// of the request bodies.
 fn produce(partitions: Partitions, version: i16) -> usize {
     let mut queues: Vec<_> = partitions
         .into_iter()
@@ -127,18 +130,8 @@ fn produce(partitions: Partitions, version: i16) -> usize {
                 base_sequence: *sequence,
                 transactional: false,
             });
-            *sequence = sequence.wrapping_add(batch.record_count());
-            match topics
-                .iter_mut()
-                .find(|t| t.topic_id == *id && t.name == *name)
-            {
-                Some(t) => t.partitions.push((*partition, stamped)),
-                None => topics.push(TopicData {
-                    name: name.clone(),
-                    topic_id: *id,
-                    partitions: vec![(*partition, stamped)],
-                }),
-            }
+            *sequence = next_sequence(*sequence, batch.record_count());
+            TopicData::push(&mut topics, name, || *id, *partition, stamped);
         }
         if topics.is_empty() {
             return sent;

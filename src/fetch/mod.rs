@@ -10,7 +10,7 @@
 //! each Fetch response means without I/O.
 
 mod coordinator;
-mod response;
+pub mod response;
 mod session;
 
 use std::sync::Arc;

@@ -35,7 +35,7 @@ pub(super) fn session_verdict(broker: i32, code: i16) -> Result<SessionVerdict, 
 
 /// Batches to forward for one partition and where its position goes.
 #[derive(Debug)]
-pub(super) struct Delivery {
+pub struct Delivery {
     pub batches: Vec<Fetched>,
     /// The source position after these batches (past dropped batches too).
     pub next_offset: i64,
@@ -44,7 +44,7 @@ pub(super) struct Delivery {
 
 /// What the session does with one partition of a Fetch response.
 #[derive(Debug)]
-pub(super) enum Action {
+pub enum Action {
     /// Nothing new: the position stays.
     Idle,
     Deliver(Delivery),
@@ -62,7 +62,7 @@ pub(super) enum Action {
 }
 
 /// Decides what to do with partition `tp`'s answer `data` to a fetch from `offset`.
-pub(super) fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -> Action {
+pub fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -> Action {
     match ResponseError::try_from_code(data.error_code) {
         None => {}
         Some(ResponseError::OffsetOutOfRange) => {

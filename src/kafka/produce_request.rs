@@ -18,6 +18,27 @@ pub struct TopicData {
     pub partitions: Vec<(i32, Stamped)>,
 }
 
+impl TopicData {
+    /// Adds `stamped` for `partition` of `topic` to the request's `topics`, under the topic's
+    /// entry if it has one already (`topic_id` is asked only for a new entry).
+    pub fn push(
+        topics: &mut Vec<TopicData>,
+        topic: &std::sync::Arc<str>,
+        topic_id: impl FnOnce() -> uuid::Uuid,
+        partition: i32,
+        stamped: Stamped,
+    ) {
+        match topics.iter_mut().find(|t| t.name == *topic) {
+            Some(t) => t.partitions.push((partition, stamped)),
+            None => topics.push(TopicData {
+                name: topic.clone(),
+                topic_id: topic_id(),
+                partitions: vec![(partition, stamped)],
+            }),
+        }
+    }
+}
+
 /// Encodes `transactional_id = null, acks, timeout_ms, topic_data` at `version`, one of
 /// `ProduceRequest::VERSIONS` (the range a connection negotiates for Produce).
 pub fn encode(version: i16, acks: i16, timeout_ms: i32, topics: &[TopicData]) -> Segments {

@@ -40,6 +40,8 @@ use crate::progress::{self, Position};
 
 mod partition;
 
+pub use partition::next_sequence;
+
 use partition::{Entry, Outcome, Partition, Resend, Reset};
 
 /// Produce knobs, from the flow's configuration.
@@ -450,19 +452,19 @@ impl Engine {
                 transactional: false,
             });
             size += stamped.size();
-            let data = (part.target.partition, stamped);
-            match topics.iter_mut().find(|t| t.name == part.target.topic) {
-                Some(t) => t.partitions.push(data),
-                None => topics.push(TopicData {
-                    name: part.target.topic.clone(),
-                    topic_id: self
-                        .topic_ids
+            let topic_ids = &self.topic_ids;
+            TopicData::push(
+                &mut topics,
+                &part.target.topic,
+                || {
+                    topic_ids
                         .get(&part.target.topic)
                         .copied()
-                        .unwrap_or_default(),
-                    partitions: vec![data],
-                }),
-            }
+                        .unwrap_or_default()
+                },
+                part.target.partition,
+                stamped,
+            );
             part.inflight.push_back(entry);
             part.outstanding += 1;
             sent.push((i, seq));
