@@ -15,8 +15,8 @@
 //! accepts but does not act on are [`ConfigWarning`]s, returned as data and logged with
 //! `tracing::warn!`: a key is never ignored silently.
 //!
-//! The model is in [`model`], errors and warnings in [`error`], the key table in
-//! [`keys`](mod@keys); this file holds the entry points and re-exports everything under
+//! The model is in `model`, errors and warnings in `error`, the key table in
+//! `keys`; this file holds the entry points and re-exports everything under
 //! `crate::config`.
 
 mod error;
