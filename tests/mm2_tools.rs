@@ -210,7 +210,6 @@ fn mirror_maker_2_group_failover_and_client_queries() {
         "emit.checkpoints.interval.seconds = 1",
         "sync.group.offsets.enabled = true",
         "sync.group.offsets.interval.seconds = 1",
-        "internal.topic.replication.factor = 1",
     ];
     let config = common::strait::mm2_properties("st", "t", &topic, &extra);
     let mut strait = common::strait::Strait::start(&config, "properties");

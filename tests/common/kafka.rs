@@ -11,6 +11,7 @@
 //! `connect-mirror-client` (`tests/java/Mm2Client.java`), and [`Mm2`] runs MirrorMaker 2 itself
 //! (`scripts/mm2.sh`).
 
+use std::collections::{HashMap, HashSet};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -179,6 +180,27 @@ pub fn dump_with(c: &Cluster, topic: &str, extra: &[&str]) -> Vec<DumpedRecord> 
         .expect("dump output is ASCII")
         .lines()
         .map(parse_dump_line)
+        .collect()
+}
+
+/// The values of `topic`'s records ([`dump`]) by partition, in offset order.
+pub fn values_by_partition(c: &Cluster, topic: &str) -> HashMap<i32, Vec<Vec<u8>>> {
+    let mut out: HashMap<i32, Vec<Vec<u8>>> = HashMap::new();
+    for r in dump(c, topic) {
+        out.entry(r.partition).or_default().push(r.value.unwrap());
+    }
+    out
+}
+
+/// The names of all topics on `c` (`TopicCommand --list`).
+pub fn list_topics(c: &Cluster) -> HashSet<String> {
+    let out = tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &["--bootstrap-server", &c.bootstrap, "--list"],
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
         .collect()
 }
 
