@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::kafka;
 use common::strait::{wait_for_records, Strait};
@@ -73,33 +73,22 @@ fn the_minimal_mm2_properties_runs_unchanged() {
         Duration::from_secs(90),
     );
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        strait.assert_running();
-        let out = kafka::tool(
-            "org.apache.kafka.tools.TopicCommand",
-            &["--bootstrap-server", &target.bootstrap, "--list"],
-        );
-        let list = String::from_utf8_lossy(&out.stdout).to_string();
-        let topics: Vec<&str> = list.lines().collect();
-        if [
-            "source.orders",
-            "source.payments",
-            "heartbeats",
-            "source.checkpoints.internal",
-        ]
-        .iter()
-        .all(|t| topics.contains(t))
-        {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "target topics: {topics:?}\n{}",
-            strait.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    strait.wait_until(
+        "MM2's topics on the target",
+        Duration::from_secs(60),
+        || {
+            let topics = kafka::list_topics(target);
+            [
+                "source.orders",
+                "source.payments",
+                "heartbeats",
+                "source.checkpoints.internal",
+            ]
+            .iter()
+            .all(|t| topics.contains(*t))
+            .then_some(())
+        },
+    );
     // The console consumer reads heartbeats, with their timestamps (not their binary values,
     // whose bytes may hold a line break).
     let out = kafka::tool(
@@ -132,18 +121,9 @@ fn the_minimal_mm2_properties_runs_unchanged() {
         assert!(ts > 1_600_000_000_000, "{line}");
     }
     // The group that read on the source is checkpointed and synced.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    strait.wait_until("the group's checkpoints", Duration::from_secs(30), || {
         let translated = kafka::translate_offsets(target, "source", group);
-        if translated.iter().map(|(_, _, o)| o).sum::<i64>() == 1000 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{translated:?}\n{}",
-            strait.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        (translated.iter().map(|(_, _, o)| o).sum::<i64>() == 1000).then_some(())
+    });
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::kafka::{self, Cluster};
 use common::strait::{block_on, client, raw_batches, wait_for_records, Strait};
@@ -95,15 +95,9 @@ fn translate_offsets_is_exact_across_aborts_and_compaction() {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while kafka::dump(source, &compacted).len() >= 800 {
-        assert!(Instant::now() < deadline, "never compacted");
-        kafka::produce(
-            source,
-            &["--topic", &compacted, "--count", "1", "--key-space", "13"],
-        );
-        std::thread::sleep(Duration::from_secs(2));
-    }
+    kafka::wait_compacted(source, &compacted, "13", Duration::from_secs(90), |r| {
+        r.len() < 800
+    });
 
     // Groups that stopped in the middle of each topic, past gaps.
     let g_txn = kafka::unique("g-txn");
@@ -306,7 +300,8 @@ fn bidirectional_flows_replicate_each_topic_once_per_direction() {
     kafka::produce(b, &["--topic", &on_b, "--count", "150"]);
     let mut text = format!(
         "clusters = left, right\nleft.bootstrap.servers = {}\nright.bootstrap.servers = {}\n\
-         left->right.enabled = true\nright->left.enabled = true\ntopics = .*{prefix}.*\nreplication.factor = 1\n",
+         left->right.enabled = true\nright->left.enabled = true\ntopics = .*{prefix}.*\nreplication.factor = 1\n\
+         internal.topic.replication.factor = 1\n",
         a.bootstrap, b.bootstrap
     );
     for line in FAST {

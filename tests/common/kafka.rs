@@ -192,6 +192,35 @@ pub fn values_by_partition(c: &Cluster, topic: &str) -> HashMap<i32, Vec<Vec<u8>
     out
 }
 
+/// Waits until the log cleaner has compacted `topic` (a compacted topic whose segments roll
+/// quickly) so far that `done` holds for its records ([`dump`]), which it returns. Every 2 s
+/// one more record (a key of `key_space`) starts a new segment, so that the cleaner can take
+/// the previous one.
+pub fn wait_compacted(
+    c: &Cluster,
+    topic: &str,
+    key_space: &str,
+    timeout: Duration,
+    done: impl Fn(&[DumpedRecord]) -> bool,
+) -> Vec<DumpedRecord> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let records = dump(c, topic);
+        if done(&records) {
+            return records;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic} was not compacted within {timeout:?}"
+        );
+        produce(
+            c,
+            &["--topic", topic, "--count", "1", "--key-space", key_space],
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
 /// The names of all topics on `c` (`TopicCommand --list`).
 pub fn list_topics(c: &Cluster) -> HashSet<String> {
     let out = tool(

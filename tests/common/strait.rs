@@ -132,6 +132,16 @@ impl Strait {
         }
     }
 
+    /// Waits until a log line satisfies `pred` and returns it; panics with the log after
+    /// `timeout` or if strait exits.
+    pub fn wait_for_log_line(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let log = self.log.clone();
+        self.wait_until("a log line", timeout, || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.lines().find(|l| pred(l)).map(str::to_string)
+        })
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
