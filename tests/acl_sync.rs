@@ -6,10 +6,9 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use common::kafka::{self, Cluster};
-use common::strait::block_on;
+use common::strait::{block_on, client};
 use strait::policy::ReplicationPolicy;
 
 const ACL_COMMAND: &str = "org.apache.kafka.tools.AclCommand";
@@ -20,15 +19,6 @@ const WITH_AUTHORIZER: &[&str] = &[
     "super.users=User:ANONYMOUS",
     "allow.everyone.if.no.acl.found=true",
 ];
-
-fn client(c: &Cluster) -> strait::kafka::Cluster {
-    strait::kafka::Cluster::new(
-        &c.name,
-        vec![c.bootstrap.clone()],
-        "strait-test",
-        Duration::from_secs(30),
-    )
-}
 
 fn acl_command(c: &Cluster, args: &[&str]) {
     let mut all = vec!["--bootstrap-server", c.bootstrap.as_str()];

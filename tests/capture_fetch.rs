@@ -18,7 +18,6 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
 
 use bytes::BytesMut;
 use common::kafka;
@@ -112,12 +111,7 @@ fn capture_fetch_responses() {
         .enable_all()
         .build()
         .unwrap();
-    let client = strait::kafka::Cluster::new(
-        "source",
-        vec![source.bootstrap.clone()],
-        "strait-capture",
-        Duration::from_secs(30),
-    );
+    let client = common::strait::client(source);
     for v in &VARIANTS {
         let topic = format!("fetch-{}", v.name);
         kafka::create_topic(source, &topic, PARTITIONS, &[]);

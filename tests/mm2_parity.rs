@@ -6,10 +6,10 @@
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::kafka::{self, Cluster};
-use common::strait::{block_on, raw_batches, wait_for_records, Strait};
+use common::strait::{block_on, client, raw_batches, wait_for_records, Strait};
 use strait::kafka::TopicPartition;
 
 /// Settings that make every periodic task of a flow quick enough for a test.
@@ -20,44 +20,11 @@ const FAST: &[&str] = &[
     "sync.group.offsets.interval.seconds = 1",
     "refresh.topics.interval.seconds = 2",
     "sync.topic.configs.interval.seconds = 2",
-    "internal.topic.replication.factor = 1",
     "progress.commit.interval.ms = 1000",
 ];
 
 fn config(source_alias: &str, target_alias: &str, topics: &str) -> String {
     common::strait::mm2_properties(source_alias, target_alias, topics, FAST)
-}
-
-fn wait_until<T>(
-    what: &str,
-    timeout: Duration,
-    strait: &mut Strait,
-    mut f: impl FnMut() -> Option<T>,
-) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        strait.assert_running();
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}\n{}",
-            strait.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-fn list_topics(c: &Cluster) -> HashSet<String> {
-    let out = kafka::tool(
-        "org.apache.kafka.tools.TopicCommand",
-        &["--bootstrap-server", &c.bootstrap, "--list"],
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 /// The target offset of the record a group that committed `committed` on the source reads
@@ -128,15 +95,9 @@ fn translate_offsets_is_exact_across_aborts_and_compaction() {
         );
         std::thread::sleep(Duration::from_millis(300));
     }
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while kafka::dump(source, &compacted).len() >= 800 {
-        assert!(Instant::now() < deadline, "never compacted");
-        kafka::produce(
-            source,
-            &["--topic", &compacted, "--count", "1", "--key-space", "13"],
-        );
-        std::thread::sleep(Duration::from_secs(2));
-    }
+    kafka::wait_compacted(source, &compacted, "13", Duration::from_secs(90), |r| {
+        r.len() < 800
+    });
 
     // Groups that stopped in the middle of each topic, past gaps.
     let g_txn = kafka::unique("g-txn");
@@ -154,7 +115,7 @@ fn translate_offsets_is_exact_across_aborts_and_compaction() {
             .find(|(t, p, _)| t == topic && *p == 0)
             .expect("the group committed on the source")
             .2;
-        let translated = wait_until("a checkpoint", Duration::from_secs(90), &mut strait, || {
+        let translated = strait.wait_until("a checkpoint", Duration::from_secs(90), || {
             kafka::translate_offsets(target, "src", group)
                 .into_iter()
                 .find(|(t, p, _)| *t == remote && *p == 0)
@@ -166,7 +127,7 @@ fn translate_offsets_is_exact_across_aborts_and_compaction() {
         );
     }
     // MM2's client library sees strait's heartbeats.
-    wait_until("heartbeats", Duration::from_secs(30), &mut strait, || {
+    strait.wait_until("heartbeats", Duration::from_secs(30), || {
         (kafka::upstream_clusters(target).contains(&"src".to_string())).then_some(())
     });
     assert_eq!(kafka::replication_hops(target, "src"), 1);
@@ -212,10 +173,9 @@ fn a_failed_over_group_reads_exactly_the_rest() {
     // Wait until the group's offsets reached the target through checkpoints and group sync,
     // for every partition it committed on the source.
     let on_source = kafka::committed_offsets(source, &group).len();
-    wait_until(
+    strait.wait_until(
         "group offsets on the target",
         Duration::from_secs(60),
-        &mut strait,
         || (kafka::committed_offsets(target, &group).len() == on_source).then_some(()),
     );
     assert!(strait.terminate().success(), "{}", strait.log_text());
@@ -310,28 +270,18 @@ fn new_topics_partitions_and_configs_follow_the_source() {
         "retention.ms=7200000,cleanup.policy=compact,min.insync.replicas=1",
     ]);
     let remote = format!("fl.{first}");
-    let configs = wait_until(
-        "synced configs",
-        Duration::from_secs(60),
-        &mut strait,
-        || {
-            let c = strait::kafka::Cluster::new(
-                "target",
-                vec![target.bootstrap.clone()],
-                "t",
-                Duration::from_secs(10),
-            );
-            let all = block_on(strait::kafka::admin::topic_configs(
-                &c,
-                std::slice::from_ref(&remote),
-            ))
-            .ok()?;
-            let configs: BTreeMap<String, String> = all.get(&remote)?.clone();
-            (configs.get("retention.ms").map(String::as_str) == Some("7200000")
-                && configs.get("cleanup.policy").map(String::as_str) == Some("compact"))
-            .then_some(configs)
-        },
-    );
+    let configs = strait.wait_until("synced configs", Duration::from_secs(60), || {
+        let c = client(target);
+        let all = block_on(strait::kafka::admin::topic_configs(
+            &c,
+            std::slice::from_ref(&remote),
+        ))
+        .ok()?;
+        let configs: BTreeMap<String, String> = all.get(&remote)?.clone();
+        (configs.get("retention.ms").map(String::as_str) == Some("7200000")
+            && configs.get("cleanup.policy").map(String::as_str) == Some("compact"))
+        .then_some(configs)
+    });
     assert!(
         !configs.contains_key("min.insync.replicas"),
         "excluded property synced: {configs:?}"
@@ -350,7 +300,8 @@ fn bidirectional_flows_replicate_each_topic_once_per_direction() {
     kafka::produce(b, &["--topic", &on_b, "--count", "150"]);
     let mut text = format!(
         "clusters = left, right\nleft.bootstrap.servers = {}\nright.bootstrap.servers = {}\n\
-         left->right.enabled = true\nright->left.enabled = true\ntopics = .*{prefix}.*\nreplication.factor = 1\n",
+         left->right.enabled = true\nright->left.enabled = true\ntopics = .*{prefix}.*\nreplication.factor = 1\n\
+         internal.topic.replication.factor = 1\n",
         a.bootstrap, b.bootstrap
     );
     for line in FAST {
@@ -376,7 +327,7 @@ fn bidirectional_flows_replicate_each_topic_once_per_direction() {
     );
     // Several refresh intervals later, nothing went back.
     std::thread::sleep(Duration::from_secs(5));
-    let (topics_a, topics_b) = (list_topics(a), list_topics(b));
+    let (topics_a, topics_b) = (kafka::list_topics(a), kafka::list_topics(b));
     let chains: Vec<&String> = topics_a
         .iter()
         .chain(&topics_b)

@@ -210,7 +210,6 @@ fn mirror_maker_2_group_failover_and_client_queries() {
         "emit.checkpoints.interval.seconds = 1",
         "sync.group.offsets.enabled = true",
         "sync.group.offsets.interval.seconds = 1",
-        "internal.topic.replication.factor = 1",
     ];
     let config = common::strait::mm2_properties("st", "t", &topic, &extra);
     let mut strait = common::strait::Strait::start(&config, "properties");
@@ -223,21 +222,13 @@ fn mirror_maker_2_group_failover_and_client_queries() {
         RECORDS as i64,
         Duration::from_secs(90),
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while kafka::committed_offsets(target, &group)
-        .iter()
-        .filter(|(t, _, _)| *t == remote_st)
-        .count()
-        < read_upto.len()
-    {
-        strait.assert_running();
-        assert!(
-            Instant::now() < deadline,
-            "strait did not sync the group\n{}",
-            strait.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    strait.wait_until("strait to sync the group", Duration::from_secs(60), || {
+        let synced = kafka::committed_offsets(target, &group)
+            .iter()
+            .filter(|(t, _, _)| *t == remote_st)
+            .count();
+        (synced >= read_upto.len()).then_some(())
+    });
     assert!(strait.terminate().success(), "{}", strait.log_text());
     let on_target = kafka::consume(target, &remote_st, &group, RECORDS);
     let reread_st = on_target

@@ -259,24 +259,9 @@ fn compacted_topic_with_offset_gaps() {
         std::thread::sleep(Duration::from_millis(300));
     }
     // Wait for the log cleaner to leave offset gaps.
-    let deadline = std::time::Instant::now() + Duration::from_secs(90);
-    let records = loop {
-        let records = kafka::dump(source, &topic);
-        let gaps = records.windows(2).any(|w| w[1].offset > w[0].offset + 1);
-        if records.len() < 1000 && gaps {
-            break records;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the source topic was never compacted"
-        );
-        // A new segment lets the cleaner take the previous one.
-        kafka::produce(
-            source,
-            &["--topic", &topic, "--count", "1", "--key-space", "20"],
-        );
-        std::thread::sleep(Duration::from_secs(2));
-    };
+    let records = kafka::wait_compacted(source, &topic, "20", Duration::from_secs(90), |r| {
+        r.len() < 1000 && r.windows(2).any(|w| w[1].offset > w[0].offset + 1)
+    });
     assert!(
         records.windows(2).any(|w| w[1].offset > w[0].offset + 1),
         "gaps expected"
@@ -335,7 +320,6 @@ fn small_batches_coalesced_on_request() {
     let extra = [
         "produce.coalesce.bytes = 65536",
         "emit.checkpoints.interval.seconds = 1",
-        "internal.topic.replication.factor = 1",
     ];
     let mut strait = Strait::start(
         &mm2_properties("src", "dst", &format!("{prefix}-.*"), &extra),
@@ -382,19 +366,11 @@ fn small_batches_coalesced_on_request() {
         .iter()
         .map(|(_, p, o)| (remote.clone(), *p, *o))
         .collect();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let translated = kafka::translate_offsets(target, "src", &group);
-        if translated == want {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "translated {translated:?}, want {want:?}\n{}",
-            strait.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    strait.wait_until(
+        &format!("translated offsets {want:?}"),
+        Duration::from_secs(60),
+        || (kafka::translate_offsets(target, "src", &group) == want).then_some(()),
+    );
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }
 
@@ -472,9 +448,7 @@ fn sigkill_loses_nothing_and_sigterm_duplicates_nothing() {
     let produced = producer.join().unwrap();
     assert_eq!(produced.produced, 24000);
     // Duplicates count towards the record total, so wait for distinct values.
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        strait.assert_running();
+    strait.wait_until("24000 distinct records", Duration::from_secs(120), || {
         let mut distinct = std::collections::HashSet::new();
         for p in 0..3 {
             for b in raw_batches(target, &TopicPartition::new(remote.as_str(), p)) {
@@ -483,17 +457,8 @@ fn sigkill_loses_nothing_and_sigterm_duplicates_nothing() {
                 }
             }
         }
-        if distinct.len() >= 24000 {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{} of 24000 distinct records\n{}",
-            distinct.len(),
-            strait.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+        (distinct.len() >= 24000).then_some(())
+    });
     assert!(strait.terminate().success(), "{}", strait.log_text());
 
     let want = by_partition(&kafka::dump(source, &topic));
@@ -577,53 +542,35 @@ fn a_partition_the_target_refuses_stops_alone_and_resumes_without_loss() {
             "progress.commit.interval.ms = 500",
         ],
     );
-    let mut strait = Strait::start(&config, "properties");
+    // The refused batch is the point of the test: the partition stops with an ERROR, and so
+    // does the flow when strait is stopped ("flow failed", then strait's exit message on
+    // stderr, which is no JSON event).
+    let mut strait = Strait::start(&config, "properties").allow(&[
+        "partition stopped: the target refused a batch",
+        "1 partition(s) stopped on errors",
+    ]);
     let count = |p: i32| record_count(target, &TopicPartition::new(remote.as_str(), p));
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    strait.wait_until("partition 0 replicated", Duration::from_secs(60), || {
+        (count(0) == 200).then_some(())
+    });
     let refused = "partition stopped: the target refused a batch";
-    while !(count(0) == 200 && strait.log_text().contains(refused)) {
-        strait.assert_running();
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{remote}: partition 0 has {} records\n{}",
-            count(0),
-            strait.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
-    let log = strait.log_text();
-    let line = log.lines().find(|l| l.contains(refused)).unwrap();
+    let line = strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains(refused));
     assert!(
         line.contains(&format!("{remote}-1")) && line.contains("MessageTooLarge (10)"),
         "the error names the partition and the Kafka error: {line}"
     );
     // The session hears of it after the Fetch it is waiting on.
-    let left = format!("partition={topic}-1");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !strait
-        .log_text()
-        .lines()
-        .any(|l| l.contains("left the fetch session") && l.contains(&left))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the source is still read for the stopped partition\n{}",
-            strait.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let left = format!("\"partition\":\"{topic}-1\"");
+    strait.wait_for_log_line(Duration::from_secs(10), |l| {
+        l.contains("left the fetch session") && l.contains(&left)
+    });
     // The other partition goes on.
     produce("0", "100", "100");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while count(0) < 300 {
-        strait.assert_running();
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{}",
-            strait.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(300));
-    }
+    strait.wait_until(
+        "300 records in partition 0",
+        Duration::from_secs(60),
+        || (count(0) >= 300).then_some(()),
+    );
     assert_eq!(
         count(1),
         50,

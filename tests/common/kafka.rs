@@ -11,6 +11,7 @@
 //! `connect-mirror-client` (`tests/java/Mm2Client.java`), and [`Mm2`] runs MirrorMaker 2 itself
 //! (`scripts/mm2.sh`).
 
+use std::collections::{HashMap, HashSet};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -179,6 +180,56 @@ pub fn dump_with(c: &Cluster, topic: &str, extra: &[&str]) -> Vec<DumpedRecord> 
         .expect("dump output is ASCII")
         .lines()
         .map(parse_dump_line)
+        .collect()
+}
+
+/// The values of `topic`'s records ([`dump`]) by partition, in offset order.
+pub fn values_by_partition(c: &Cluster, topic: &str) -> HashMap<i32, Vec<Vec<u8>>> {
+    let mut out: HashMap<i32, Vec<Vec<u8>>> = HashMap::new();
+    for r in dump(c, topic) {
+        out.entry(r.partition).or_default().push(r.value.unwrap());
+    }
+    out
+}
+
+/// Waits until the log cleaner has compacted `topic` (a compacted topic whose segments roll
+/// quickly) so far that `done` holds for its records ([`dump`]), which it returns. Every 2 s
+/// one more record (a key of `key_space`) starts a new segment, so that the cleaner can take
+/// the previous one.
+pub fn wait_compacted(
+    c: &Cluster,
+    topic: &str,
+    key_space: &str,
+    timeout: Duration,
+    done: impl Fn(&[DumpedRecord]) -> bool,
+) -> Vec<DumpedRecord> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let records = dump(c, topic);
+        if done(&records) {
+            return records;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic} was not compacted within {timeout:?}"
+        );
+        produce(
+            c,
+            &["--topic", topic, "--count", "1", "--key-space", key_space],
+        );
+        std::thread::sleep(Duration::from_secs(2));
+    }
+}
+
+/// The names of all topics on `c` (`TopicCommand --list`).
+pub fn list_topics(c: &Cluster) -> HashSet<String> {
+    let out = tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &["--bootstrap-server", &c.bootstrap, "--list"],
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
         .collect()
 }
 

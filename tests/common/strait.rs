@@ -1,8 +1,13 @@
 //! The built `strait` binary as tests run it: a config file in a temporary directory, the
 //! process with its log captured, SIGTERM and SIGKILL, and waiting on what it wrote, read
 //! through strait's own raw reader (`kafka::log_reader::read_partition`), which needs no JVM.
+//!
+//! strait logs JSON (`--log-format json`) and a [`Strait`] checks its log when dropped: every
+//! WARN or ERROR line (and any line that is not a JSON event, e.g. a panic) fails the test
+//! unless it contains one of the patterns given to [`Strait::allow`]. The check is skipped
+//! when the test is already panicking, so the first failure is the one reported.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,6 +21,7 @@ pub struct Strait {
     child: Option<Child>,
     pub config: PathBuf,
     pub log: PathBuf,
+    allowed: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
@@ -30,6 +36,7 @@ impl Strait {
             child: None,
             config: path,
             log,
+            allowed: Vec::new(),
             _dir: dir,
         };
         s.restart();
@@ -44,7 +51,7 @@ impl Strait {
             .open(&self.log)
             .unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_strait"))
-            .args(["run", self.config.to_str().unwrap()])
+            .args(["--log-format", "json", "run", self.config.to_str().unwrap()])
             .env("STRAIT_LOG", "info,strait=debug")
             .stdout(Stdio::null())
             .stderr(log)
@@ -83,6 +90,58 @@ impl Strait {
         }
     }
 
+    /// Lets WARN/ERROR (or non-JSON) log lines that contain any of `patterns` pass the check
+    /// on drop; each test names exactly what it expects, with the reason.
+    pub fn allow(mut self, patterns: &[&str]) -> Strait {
+        self.allowed.extend(patterns.iter().map(|p| p.to_string()));
+        self
+    }
+
+    /// The log lines at WARN or ERROR (or not JSON events at all) that no allowed pattern
+    /// covers.
+    pub fn unexpected_log_lines(&self) -> Vec<String> {
+        self.log_text()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .filter(|l| !matches!(log_level(l), Some("TRACE" | "DEBUG" | "INFO")))
+            .filter(|l| !self.allowed.iter().any(|p| l.contains(p.as_str())))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Waits until `f` returns `Some`, checking that strait keeps running; panics with the
+    /// log after `timeout`.
+    pub fn wait_until<T>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut f: impl FnMut() -> Option<T>,
+    ) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.assert_running();
+            if let Some(v) = f() {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {timeout:?} waiting for {what}\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// Waits until a log line satisfies `pred` and returns it; panics with the log after
+    /// `timeout` or if strait exits.
+    pub fn wait_for_log_line(&mut self, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let log = self.log.clone();
+        self.wait_until("a log line", timeout, || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.lines().find(|l| pred(l)).map(str::to_string)
+        })
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -98,11 +157,69 @@ impl Strait {
 impl Drop for Strait {
     fn drop(&mut self) {
         self.kill9();
+        if std::thread::panicking() {
+            return;
+        }
+        let unexpected = self.unexpected_log_lines();
+        assert!(
+            unexpected.is_empty(),
+            "strait logged {} unexpected WARN/ERROR line(s) (allowed: {:?}):\n{}",
+            unexpected.len(),
+            self.allowed,
+            unexpected.join("\n")
+        );
     }
 }
 
+/// The level of a JSON log event from tracing-subscriber (`{"timestamp":..,"level":"WARN",..}`);
+/// `None` for anything else. The first `"level":"` is the event's own: inside JSON strings
+/// quotes are escaped, and the event's fields come after its level.
+pub fn log_level(line: &str) -> Option<&str> {
+    let line = line.trim();
+    if !(line.starts_with('{') && line.ends_with('}')) {
+        return None;
+    }
+    let rest = &line[line.find("\"level\":\"")? + "\"level\":\"".len()..];
+    Some(&rest[..rest.find('"')?])
+}
+
+/// Runs `strait ARGS` to completion: its exit code (-1 if killed) and stdout + stderr.
+pub fn run_cli(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(args)
+        .output()
+        .expect("running strait");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// Writes `text` to `name` in a new temporary directory (removed when the guard drops).
+pub fn config_file(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+/// A path as a `&str` argument.
+pub fn arg(p: &Path) -> &str {
+    p.to_str().expect("temp dir path is UTF-8")
+}
+
+/// A strait client for a test cluster (30 s request timeout).
+pub fn client(cluster: &Cluster) -> strait::kafka::Cluster {
+    strait::kafka::Cluster::new(
+        cluster.name.as_str(),
+        vec![cluster.bootstrap.clone()],
+        "strait-test",
+        Duration::from_secs(30),
+    )
+}
+
 /// An `mm2.properties` text for one flow `source_alias->target_alias` over the two test
-/// clusters, replicating the topics matching `topics`, plus `extra` lines. The source's
+/// clusters, replicating the topics matching `topics`, plus `extra` lines (replication factors
+/// of 1: the test clusters have one broker each). The source's
 /// first bootstrap address is dead (nothing listens on loopback port 9): bootstrapping
 /// must go on to the next one.
 pub fn mm2_properties(
@@ -118,7 +235,8 @@ pub fn mm2_properties(
          {target_alias}.bootstrap.servers = {}\n\
          {source_alias}->{target_alias}.enabled = true\n\
          {source_alias}->{target_alias}.topics = {topics}\n\
-         replication.factor = 1\n",
+         replication.factor = 1\n\
+         internal.topic.replication.factor = 1\n",
         source.bootstrap, target.bootstrap
     );
     for line in extra {
@@ -143,13 +261,11 @@ pub fn try_raw_batches(
     cluster: &Cluster,
     tp: &TopicPartition,
 ) -> Result<Vec<RawBatch>, strait::kafka::KafkaError> {
-    let c = strait::kafka::Cluster::new(
-        cluster.name.as_str(),
-        vec![cluster.bootstrap.clone()],
-        "strait-test",
-        Duration::from_secs(30),
-    );
-    Ok(block_on(strait::kafka::log_reader::read_partition(&c, tp))?.unwrap_or_default())
+    Ok(block_on(strait::kafka::log_reader::read_partition(
+        &client(cluster),
+        tp,
+    ))?
+    .unwrap_or_default())
 }
 
 /// [`try_raw_batches`] that panics on errors.
@@ -173,20 +289,11 @@ pub fn wait_for_records(
     expected: i64,
     timeout: Duration,
 ) {
-    let deadline = Instant::now() + timeout;
-    let mut have = 0;
-    while Instant::now() < deadline {
-        strait.assert_running();
-        have = (0..partitions)
+    let what = format!("{expected} records in {topic}");
+    strait.wait_until(&what, timeout, || {
+        let have: i64 = (0..partitions)
             .map(|p| record_count(cluster, &TopicPartition::new(topic, p)))
             .sum();
-        if have >= expected {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    panic!(
-        "{topic}: {have} of {expected} records after {timeout:?}\n{}",
-        strait.log_text()
-    );
+        (have >= expected).then_some(())
+    });
 }
