@@ -21,9 +21,9 @@ use crate::mm2::offset_sync;
 use crate::mm2::topic_sync::{
     apply_configs, ensure_internal_topic, ensure_topics, replicable_configs,
 };
-use crate::offset_map::{OffsetMap, Translations};
+use crate::offset_map::{OffsetMap, Position, Translations};
 use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
-use crate::progress::{self, Position};
+use crate::progress;
 
 /// Why a flow ended badly.
 #[derive(Debug, thiserror::Error)]

@@ -4,37 +4,38 @@
 //!
 //! # Layout
 //!
-//! Layers from the wire up; a module imports only from the layers above it in this list
-//! (and `config`, `policy`, `filter`, which import nothing of strait's but `kafka` types).
+//! Layers from the wire up; a module imports only from modules listed before it.
 //!
 //! - [`batch`]: the unit strait forwards. [`batch::RawBatch`] (a zero-copy v2 batch with a
 //!   read-only header view, CRC check, split, stamp) · `aborted` (KIP-98 filter) ·
 //!   `read_committed` (the one split-and-filter loop) · `records` (the record codec for
 //!   strait's own topics) · `rewrite` (renumber compacted batches, coalesce small ones) ·
 //!   [`batch::compression`] · `crc`.
-//! - [`kafka`]: the wire client. [`kafka::codec`] (the framing choke point) · [`kafka::segments`]
-//!   (outgoing frames as byte segments) · [`kafka::connection`] (one pipelined connection per
-//!   broker) · [`kafka::cluster`] (metadata, pooled connections, InitProducerId) ·
-//!   [`kafka::error`] · [`kafka::backoff`] (backoff and the one retry-until-deadline loop) ·
-//!   [`kafka::buffer_pool`] · request helpers: [`kafka::produce_request`] (zero-copy Produce
-//!   bodies), [`kafka::appender`] (strait's own small appends), [`kafka::log_reader`] (reading
-//!   an internal topic to its end), [`kafka::admin`] (topics and configs), [`kafka::acls`],
-//!   [`kafka::groups`] (consumer-group offsets).
+//! - [`kafka`]: the wire client. [`kafka::codec`] (the framing choke point) ·
+//!   [`kafka::segments`] (outgoing frames as byte segments) · [`kafka::connection`] (one
+//!   pipelined connection per broker) · [`kafka::cluster`] (metadata, pooled connections,
+//!   InitProducerId) · [`kafka::error`] · [`kafka::backoff`] (backoff and the one
+//!   retry-until-deadline loop) · [`kafka::buffer_pool`] · request helpers:
+//!   [`kafka::produce_request`] (zero-copy Produce bodies), [`kafka::appender`] (strait's own
+//!   small appends), [`kafka::log_reader`] (reading an internal topic to its end),
+//!   [`kafka::admin`] (topics and configs), [`kafka::acls`], [`kafka::groups`]
+//!   (consumer-group offsets).
 //! - [`config`]: `mm2.properties` and TOML into one validated model: `model` · `error` ·
-//!   `raw` · `keys` (the key table) · `properties` · `toml` · `validate`.
-//! - [`policy`] (MM2's replication policy: remote topic names, internal topics) and
-//!   [`filter`] (topic and group filters).
+//!   `raw` · `keys` (the key table) · `properties` · `toml` · `validate`. [`policy`] (MM2's
+//!   replication policy: remote topic names, internal topics) and [`filter`] (topic and
+//!   group filters) are parts of that model.
+//! - [`offset_map`]: exact source-to-target offset translation from the acknowledged
+//!   batches, bounded by each partition's committed [`offset_map::Position`].
 //! - [`fetch`]: the source side. [`fetch::Fetcher`] and its events · `coordinator` (places
 //!   partitions on leaders) · `session` (one incremental fetch session per leader, the I/O) ·
 //!   [`fetch::response`] (what each answer and error code means, no I/O).
-//! - [`produce`]: the target side. The engine loop (requests, responses, producer recovery)
-//!   in [`produce`] · `partition` (each partition's queue, sequences and what each Produce
-//!   answer means, no I/O).
-//! - [`progress`] (strait's committed positions) and [`offset_map`] (exact offset
-//!   translation from the acknowledged batches).
 //! - [`mm2`]: what MM2 tooling reads and MM2 would sync. [`mm2::records`] (MM2's record
 //!   formats byte for byte) · [`mm2::heartbeat`] · [`mm2::checkpoint`] (and group offset sync)
 //!   · [`mm2::offset_sync`] · [`mm2::topic_sync`] · [`mm2::acl_sync`].
+//! - [`progress`]: strait's committed positions, in a compacted topic of its own.
+//! - [`produce`]: the target side. The engine loop (requests, responses, producer recovery)
+//!   in [`produce`] · `partition` (each partition's queue, sequences and what each Produce
+//!   answer means, no I/O).
 //! - [`flow`]: composition only: one `source->target` link wired from the parts above, and
 //!   the one shutdown path. `main.rs` is the command line and maps errors to exit codes.
 #![forbid(unsafe_code)]

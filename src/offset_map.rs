@@ -63,7 +63,15 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::kafka::TopicPartition;
-use crate::progress::Position;
+
+/// Where a source partition stands, as `progress` commits it: everything before
+/// `source_next` is on the target. It bounds the partition's map (see above).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    pub source_next: i64,
+    /// Target offset of the record after the last acknowledged one; -1 when unknown.
+    pub target_next: i64,
+}
 
 /// One forwarded batch as the target acknowledged it.
 #[derive(Clone, Debug, PartialEq, Eq)]

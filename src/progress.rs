@@ -16,14 +16,7 @@ use crate::batch::RawBatch;
 use crate::kafka::log_reader::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::records::{self, encode_partition_key, Part, Reader};
-
-/// Where a source partition stands: everything before `source_next` is on the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Position {
-    pub source_next: i64,
-    /// Target offset of the record after the last acknowledged one; -1 when unknown.
-    pub target_next: i64,
-}
+use crate::offset_map::Position;
 
 /// The progress topic of a flow whose source is `source_alias`.
 pub fn topic_name(source_alias: &str) -> String {

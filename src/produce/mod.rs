@@ -34,9 +34,8 @@ use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::{Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
 use crate::mm2::OffsetSync;
 use crate::now_ms;
-use crate::offset_map::Forwarded;
-use crate::offset_map::Translations;
-use crate::progress::{self, Position};
+use crate::offset_map::{Forwarded, Position, Translations};
+use crate::progress;
 
 mod partition;
 

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::batch::{self, RawBatch};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::TopicPartition;
-use crate::progress::Position;
+use crate::offset_map::Position;
 
 /// One batch (or position) on its way to the target.
 pub(super) struct Entry {
