@@ -1,8 +1,6 @@
 //! Proves the Kafka test harness: real brokers, the workload producer and the dump tool.
 
-mod common;
-
-use common::kafka::{self, workload_key, workload_value};
+use crate::common::kafka::{self, workload_key, workload_value};
 
 #[test]
 fn produce_and_dump_round_trip() {

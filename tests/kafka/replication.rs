@@ -4,13 +4,11 @@
 //! source, batch records bytes unchanged (or, on request, small batches merged); and
 //! SIGKILL/SIGTERM restarts lose nothing.
 
-mod common;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
-use common::kafka::{self, Cluster, DumpedRecord};
-use common::strait::{mm2_properties, raw_batches, record_count, wait_for_records, Strait};
+use crate::common::kafka::{self, Cluster, DumpedRecord};
+use crate::common::strait::{mm2_properties, raw_batches, record_count, wait_for_records, Strait};
 use strait::kafka::TopicPartition;
 
 /// Records of one partition, without offsets (they differ between the clusters by design).

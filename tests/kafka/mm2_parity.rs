@@ -3,13 +3,11 @@
 //! exact checkpoints on topics with offset gaps, failover of a consumer group with zero
 //! re-reads, topic discovery, partition growth and config sync, and A<->B without cycles.
 
-mod common;
-
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
-use common::kafka::{self, Cluster};
-use common::strait::{block_on, client, raw_batches, wait_for_records, Strait};
+use crate::common::kafka::{self, Cluster};
+use crate::common::strait::{block_on, client, raw_batches, wait_for_records, Strait};
 use strait::kafka::TopicPartition;
 
 /// Settings that make every periodic task of a flow quick enough for a test.
@@ -24,7 +22,7 @@ const FAST: &[&str] = &[
 ];
 
 fn config(source_alias: &str, target_alias: &str, topics: &str) -> String {
-    common::strait::mm2_properties(source_alias, target_alias, topics, FAST)
+    crate::common::strait::mm2_properties(source_alias, target_alias, topics, FAST)
 }
 
 /// The target offset of the record a group that committed `committed` on the source reads
