@@ -76,10 +76,6 @@ pub fn cluster(c: &ClusterConfig) -> Arc<Cluster> {
     )
 }
 
-/// How long a stopping flow waits for the target to acknowledge the batches in flight
-/// before it commits what was acknowledged and gives up on the rest (they are fetched again
-/// on the next start).
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// How often a running flow logs its replication status.
 const STATUS_INTERVAL: Duration = Duration::from_secs(5);
 /// The shortest interval between two topic config or ACL syncs: each is a round of admin
@@ -156,7 +152,7 @@ async fn start(
         max_in_flight: flow.produce_max_in_flight,
         max_request_bytes: flow.produce_max_request_bytes,
         commit_interval: Duration::from_millis(flow.progress_commit_interval_ms),
-        drain_timeout: DRAIN_TIMEOUT,
+        drain_timeout: Duration::from_millis(flow.shutdown_drain_timeout_ms),
         coalesce_bytes: flow.produce_coalesce_bytes,
     };
     let translations: Translations = Arc::default();

@@ -644,6 +644,19 @@ pub static KEYS: &[KeySpec] = &[
              duplicates after a crash.",
     ),
     KeySpec::new(
+        "shutdown.drain.timeout.ms",
+        Flow,
+        "30000",
+        flow!(shutdown_drain_timeout_ms, parse_int),
+    )
+    .toml("shutdown_drain_timeout_ms")
+    .strait()
+    .doc(
+        "How long a stopping flow waits for the target to acknowledge the batches in \
+             flight before it commits what was acknowledged, in milliseconds; the rest is \
+             fetched again on the next start.",
+    ),
+    KeySpec::new(
         "offset.flush.interval.ms",
         Flow,
         "5000",

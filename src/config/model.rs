@@ -97,6 +97,10 @@ pub struct FlowConfig {
     /// How often replicated source positions are committed, in milliseconds: the bound on
     /// duplicates after a crash. Default 5000.
     pub progress_commit_interval_ms: u64,
+    /// How long a stopping flow waits for the target to acknowledge its batches in flight
+    /// before it commits what was acknowledged (the rest is fetched again on the next
+    /// start), in milliseconds. Default 30000.
+    pub shutdown_drain_timeout_ms: u64,
     /// Where to start partitions with no committed progress. Default `Earliest`.
     pub offset_reset: OffsetReset,
     /// MM2 `tasks.max`, default 1. strait is not task-based; this is only a parallelism hint.
@@ -158,6 +162,7 @@ impl PartialEq for FlowConfig {
             internal_replication_factor,
             refresh_topics_interval_ms,
             progress_commit_interval_ms,
+            shutdown_drain_timeout_ms,
             offset_reset,
             tasks_max,
             emit_heartbeats,
@@ -186,6 +191,7 @@ impl PartialEq for FlowConfig {
             && *internal_replication_factor == other.internal_replication_factor
             && *refresh_topics_interval_ms == other.refresh_topics_interval_ms
             && *progress_commit_interval_ms == other.progress_commit_interval_ms
+            && *shutdown_drain_timeout_ms == other.shutdown_drain_timeout_ms
             && *offset_reset == other.offset_reset
             && *tasks_max == other.tasks_max
             && *emit_heartbeats == other.emit_heartbeats
@@ -229,6 +235,8 @@ pub mod defaults {
     pub const REFRESH_TOPICS_INTERVAL_MS: u64 = 600_000;
     /// `progress.commit.interval.ms` (strait; MM2's `offset.flush.interval.ms` is 60000).
     pub const PROGRESS_COMMIT_INTERVAL_MS: u64 = 5_000;
+    /// `shutdown.drain.timeout.ms` (strait).
+    pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 30_000;
     /// `tasks.max` (Connect's default).
     pub const TASKS_MAX: u32 = 1;
     /// `emit.heartbeats.enabled` / `.interval.seconds` = true / 1.

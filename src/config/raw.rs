@@ -132,6 +132,7 @@ pub(crate) struct RawFlow {
     pub internal_replication_factor: Option<Sourced<i64>>,
     pub refresh_topics_interval_ms: Option<Sourced<i64>>,
     pub progress_commit_interval_ms: Option<Sourced<i64>>,
+    pub shutdown_drain_timeout_ms: Option<Sourced<i64>>,
     pub offset_reset: Option<Sourced<OffsetReset>>,
     pub tasks_max: Option<Sourced<i64>>,
     pub emit_heartbeats_enabled: Option<Sourced<bool>>,

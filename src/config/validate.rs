@@ -534,6 +534,13 @@ impl<'a> Validator<'a> {
             1,
             i64::MAX,
         )? as u64;
+        let shutdown_drain_timeout_ms = self.int(
+            layers.get(|f| &f.shutdown_drain_timeout_ms),
+            &path("shutdown_drain_timeout_ms"),
+            defaults::SHUTDOWN_DRAIN_TIMEOUT_MS as i64,
+            0,
+            i64::MAX,
+        )? as u64;
         let offset_reset = layers
             .get(|f| &f.offset_reset)
             .map_or_else(Default::default, |s| s.value);
@@ -659,6 +666,7 @@ impl<'a> Validator<'a> {
             internal_replication_factor,
             refresh_topics_interval_ms,
             progress_commit_interval_ms,
+            shutdown_drain_timeout_ms,
             offset_reset,
             tasks_max,
             emit_heartbeats,

@@ -368,6 +368,13 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "shutdown.drain.timeout.ms",
+            "2500",
+            Some("shutdown_drain_timeout_ms = 2500"),
+            |c, _| f0(c).shutdown_drain_timeout_ms == 2_500
+        ),
+        case!(
+            Flow,
             "progress.commit.interval.ms",
             "250",
             Some("progress_commit_interval_ms = 250"),
