@@ -93,12 +93,20 @@ async fn run_flow(
         flow: name.clone(),
         source,
     };
-    let mut running = start(&flow, &source, &target).await.map_err(fail)?;
+    let (mut running, first_discovery) = start(&flow, &source, &target).await.map_err(fail)?;
     tracing::info!(flow = %name, partitions = running.resume.len(), "progress restored");
-    let error = control(&flow, &name, &source, &target, &mut running, &shutdown)
-        .await
-        .err()
-        .map(fail);
+    let error = control(
+        &flow,
+        &name,
+        &source,
+        &target,
+        &mut running,
+        first_discovery,
+        &shutdown,
+    )
+    .await
+    .err()
+    .map(fail);
     let stats = match running.stop(&name).await {
         Ok(stats) => stats,
         Err(e) => return Err(error.unwrap_or(fail(e))),
@@ -133,16 +141,15 @@ struct Running {
     /// The progress topic does not exist yet (a first start).
     create_progress: bool,
     progress_topic: String,
-    /// The first discovery, made during start-up.
-    first_discovery: Option<Result<Discovered, KafkaError>>,
 }
 
-/// Restores the flow's state and starts its engines and background tasks.
+/// Restores the flow's state and starts its engines and background tasks. Also returns the
+/// first discovery, made during start-up, for the control loop to act on.
 async fn start(
     flow: &FlowConfig,
     source: &Arc<Cluster>,
     target: &Arc<Cluster>,
-) -> Result<Running, KafkaError> {
+) -> Result<(Running, Result<Discovered, KafkaError>), KafkaError> {
     let progress_topic = progress::topic_name(&flow.source);
     let (syncs_cluster, syncs_topic) = match flow.offset_syncs_location {
         Location::Source => (source.clone(), flow.policy.offset_syncs_topic(&flow.target)),
@@ -236,7 +243,7 @@ async fn start(
     ));
     let side_shutdown = CancellationToken::new();
     let side_tasks = spawn_side_tasks(flow, source, target, &translations, &side_shutdown);
-    Ok(Running {
+    let running = Running {
         fetcher,
         fetch_task,
         fetch_shutdown,
@@ -250,8 +257,8 @@ async fn start(
         resume,
         create_progress,
         progress_topic,
-        first_discovery: Some(first_discovery),
-    })
+    };
+    Ok((running, first_discovery))
 }
 
 /// The flow's MM2 background tasks the configuration enables: heartbeats, and checkpoints
@@ -305,6 +312,7 @@ async fn control(
     source: &Cluster,
     target: &Cluster,
     running: &mut Running,
+    first_discovery: Result<Discovered, KafkaError>,
     shutdown: &CancellationToken,
 ) -> Result<(), KafkaError> {
     let sync_interval = |ms: u64| Duration::from_millis(ms.max(MIN_SYNC_INTERVAL_MS));
@@ -317,7 +325,7 @@ async fn control(
     config_sync.tick().await;
     acl_sync.tick().await;
     status.tick().await;
-    let mut discovered = running.first_discovery.take();
+    let mut discovered = Some(first_discovery);
     loop {
         match discovered.take().map(|found| {
             found.map(|found| {
