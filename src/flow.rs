@@ -163,7 +163,7 @@ async fn start(
         coalesce_bytes: flow.produce_coalesce_bytes,
     };
     let translations: Translations = Arc::default();
-    let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();
+    let (syncs_tx, syncs_rx) = offset_sync::queue();
     // The engine has connections of its own: its metadata lookups and Produce requests must
     // not queue behind the CreateTopics and other admin requests of the control path. (The
     // fetcher's sessions get theirs from the fetcher.)
@@ -239,7 +239,6 @@ async fn start(
         syncs_topic,
         flow.internal_replication_factor,
         syncs_rx,
-        CancellationToken::new(),
     ));
     let side_shutdown = CancellationToken::new();
     let side_tasks = spawn_side_tasks(flow, source, target, &translations, &side_shutdown);

@@ -62,7 +62,8 @@
 //! - `target_next` bounds the last run again, so translation is as exact as before the restart.
 //!
 //! This needs one ordering rule from the caller: the syncs that [`OffsetMap::record`] returns
-//! for the batches before a position must be durable before that position is committed. The
+//! for the batches before a position must be durable before that position is committed (the
+//! produce engine commits only what `mm2::offset_sync` reports durable). The
 //! run end that a gap adds is only returned with the batch after the gap; it is not needed
 //! before then, because the position's `target_next` bounds the run. Without a position (or with
 //! an unknown `target_next`) the map falls back to MM2's rule after the last sync, its target

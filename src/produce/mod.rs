@@ -32,7 +32,7 @@ use crate::fetch::{Chunk, FetchEvent, Fetcher};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::{Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
-use crate::mm2::OffsetSync;
+use crate::mm2::offset_sync::SyncSender;
 use crate::now_ms;
 use crate::offset_map::{Forwarded, Position, Translations};
 use crate::progress;
@@ -122,8 +122,9 @@ pub struct Engine {
     topic_ids: HashMap<Arc<str>, uuid::Uuid>,
     /// The flow's offset maps, fed from every acknowledgement.
     translations: Translations,
-    /// Where the breakpoints of the offset maps go, as MM2 offset syncs.
-    syncs: mpsc::UnboundedSender<OffsetSync>,
+    /// Where the breakpoints of the offset maps go, as MM2 offset syncs, and which positions
+    /// their durable syncs cover (all that `commit` may write).
+    syncs: SyncSender,
     /// The source side, told to stop reading the partitions the target refuses.
     fetcher: Fetcher,
 }
@@ -142,7 +143,7 @@ impl Engine {
         config: ProduceConfig,
         progress_topic: &str,
         translations: Translations,
-        syncs: mpsc::UnboundedSender<OffsetSync>,
+        syncs: SyncSender,
         fetcher: Fetcher,
     ) -> Result<Engine, KafkaError> {
         let producer = target.init_producer_id().await?;
@@ -220,6 +221,7 @@ impl Engine {
         // Drain: no new batches; finish what is queued or in flight, then commit.
         drop(events);
         let deadline = Instant::now() + self.config.drain_timeout;
+        let syncs_deadline = Instant::now() + self.config.drain_timeout / 2;
         let mut committed = false;
         while Instant::now() < deadline {
             let data_idle = self
@@ -227,7 +229,10 @@ impl Engine {
                 .iter()
                 .enumerate()
                 .all(|(i, p)| i == self.progress_part || p.idle() || p.stopped);
-            if data_idle && !committed {
+            // The last commit waits for the syncs of the last batches (half the drain at most:
+            // a syncs topic that cannot be written then leaves the positions they cover).
+            let syncs_done = self.syncs.settled() || Instant::now() >= syncs_deadline;
+            if data_idle && syncs_done && !committed {
                 self.commit();
                 committed = true;
             }
@@ -336,16 +341,18 @@ impl Engine {
         }
     }
 
-    /// Queues one progress record batch holding every position acked since the last commit.
+    /// Queues one progress record batch holding every position acked since the last commit,
+    /// as far as durable offset syncs cover it (a position whose syncs are still being
+    /// written waits for a later tick).
     fn commit(&mut self) {
         let changed: Vec<(usize, Position)> = self
             .parts
             .iter()
             .enumerate()
-            .filter(|(i, p)| {
-                *i != self.progress_part && p.acked != p.committed && p.acked.source_next >= 0
-            })
-            .map(|(i, p)| (i, p.acked))
+            .filter(|(i, _)| *i != self.progress_part)
+            .filter_map(|(i, p)| Some((i, p, self.syncs.durable(&p.source)?)))
+            .filter(|(_, p, pos)| *pos != p.committed && pos.source_next >= 0)
+            .map(|(i, _, pos)| (i, pos))
             .collect();
         if changed.is_empty() {
             return;
@@ -614,6 +621,7 @@ impl Engine {
         let mut acked = self.parts[i].acked;
         let mut maps = self.translations.lock().unwrap();
         let map = maps.entry(self.parts[i].source.clone()).or_default();
+        let mut syncs = Vec::new();
         for (e, target_base) in done {
             match (&e.batch, target_base) {
                 (Some(b), Some(tbase)) if data => {
@@ -627,13 +635,7 @@ impl Engine {
                         target_base: tbase,
                         holes: e.offset_deltas.clone(),
                     };
-                    for (upstream, downstream) in map.record(&forwarded) {
-                        let _ = self.syncs.send(OffsetSync {
-                            topic_partition: self.parts[i].source.clone(),
-                            upstream_offset: upstream,
-                            downstream_offset: downstream,
-                        });
-                    }
+                    syncs.extend(map.record(&forwarded));
                     acked = Position {
                         source_next: e.source_next,
                         target_next: tbase + b.record_count() as i64,
@@ -658,10 +660,13 @@ impl Engine {
                 self.parts[j].committed = pos;
             }
         }
-        drop(maps);
         if data {
+            self.syncs.add(&self.parts[i].source, syncs, acked, || {
+                map.points().to_vec()
+            });
             self.parts[i].acked = acked;
         }
+        drop(maps);
     }
 
     /// Puts failed partitions back on their feet once their outstanding requests are back,
