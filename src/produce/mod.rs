@@ -127,6 +127,8 @@ pub struct Engine {
     syncs: SyncSender,
     /// The source side, told to stop reading the partitions the target refuses.
     fetcher: Fetcher,
+    /// Bytes of one progress record batch at most (`progress::batch_bytes`).
+    progress_batch_bytes: usize,
 }
 
 /// `produce.coalesce.bytes` merges batches of at most this fraction of it: re-framing the
@@ -146,7 +148,11 @@ impl Engine {
         syncs: SyncSender,
         fetcher: Fetcher,
     ) -> Result<Engine, KafkaError> {
-        let producer = target.init_producer_id().await?;
+        let (producer, progress_batch_bytes) = tokio::join!(
+            target.init_producer_id(),
+            progress::batch_bytes(&target, progress_topic)
+        );
+        let producer = producer?;
         let progress_tp = TopicPartition::new(progress_topic, 0);
         let mut engine = Engine {
             target,
@@ -169,6 +175,7 @@ impl Engine {
             translations,
             syncs,
             fetcher,
+            progress_batch_bytes,
         };
         engine
             .parts
@@ -341,9 +348,9 @@ impl Engine {
         }
     }
 
-    /// Queues one progress record batch holding every position acked since the last commit,
+    /// Queues progress record batches holding every position acked since the last commit,
     /// as far as durable offset syncs cover it (a position whose syncs are still being
-    /// written waits for a later tick).
+    /// written waits for a later tick), each batch within the progress topic's limit.
     fn commit(&mut self) {
         let changed: Vec<(usize, Position)> = self
             .parts
@@ -361,12 +368,18 @@ impl Engine {
             .iter()
             .map(|(i, pos)| (self.parts[*i].source.clone(), *pos))
             .collect();
-        let batch = progress::encode(&records, now_ms());
+        let batches = progress::encode_batches(&records, self.progress_batch_bytes, now_ms());
         let part = &mut self.parts[self.progress_part];
-        part.queue.push_back(Entry {
-            commits: changed,
-            ..Entry::new(Some(batch), -1, Vec::new())
-        });
+        // One commit waits at most: the new one replaces what was never sent (its positions
+        // are as new or newer), or a target outage would queue a whole commit per tick.
+        // Batches sent once keep their place and their sequences.
+        part.queue.retain(|e| e.seq.is_some());
+        for (batch, range) in batches {
+            part.queue.push_back(Entry {
+                commits: changed[range].to_vec(),
+                ..Entry::new(Some(batch), -1, Vec::new())
+            });
+        }
     }
 
     /// Builds and sends one request per target broker that has room, as long as batches wait.

@@ -11,4 +11,5 @@ mod common;
 mod durable_syncs;
 mod harness;
 mod mm2_parity;
+mod progress_batches;
 mod replication;
