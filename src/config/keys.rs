@@ -657,6 +657,21 @@ pub static KEYS: &[KeySpec] = &[
              fetched again on the next start.",
     ),
     KeySpec::new(
+        "fencing.transactional.id",
+        Flow,
+        "strait-<source>-><target>",
+        flow!(fencing_transactional_id, parse_string),
+    )
+    .toml("fencing_transactional_id")
+    .strait()
+    .doc(
+        "The transactional id strait's producer registers on the target (no transaction \
+             is begun with it): a second strait process on the same flow fences the first, \
+             which stops with an error instead of writing everything twice. Give deliberately \
+             separate processes on one flow (disjoint topic filters) ids of their own; \
+             `<source>` and `<target>` stand for the aliases; empty turns fencing off.",
+    ),
+    KeySpec::new(
         "offset.flush.interval.ms",
         Flow,
         "5000",
