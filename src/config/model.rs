@@ -102,8 +102,9 @@ pub struct FlowConfig {
     /// start), in milliseconds. Default 30000.
     pub shutdown_drain_timeout_ms: u64,
     /// The transactional id that fences other writers of this flow
-    /// (`fencing.transactional.id`, `<source>` and `<target>` replaced by the aliases);
-    /// `None` when set empty. Default `strait-<source>-><target>`.
+    /// (`fencing.transactional.id`, `<source>` and `<target>` replaced by the aliases,
+    /// `<topics>` by `TopicFilter::fingerprint`); `None` when set empty. Default
+    /// `strait-<source>-><target>-<topics>`.
     pub fencing_transactional_id: Option<String>,
     /// Where to start partitions with no committed progress. Default `Earliest`.
     pub offset_reset: OffsetReset,
@@ -243,8 +244,8 @@ pub mod defaults {
     pub const PROGRESS_COMMIT_INTERVAL_MS: u64 = 5_000;
     /// `shutdown.drain.timeout.ms` (strait).
     pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 30_000;
-    /// `fencing.transactional.id` (strait), with the flow's aliases put in.
-    pub const FENCING_TRANSACTIONAL_ID: &str = "strait-<source>-><target>";
+    /// `fencing.transactional.id` (strait), with the flow's aliases and topic filter put in.
+    pub const FENCING_TRANSACTIONAL_ID: &str = "strait-<source>-><target>-<topics>";
     /// `tasks.max` (Connect's default).
     pub const TASKS_MAX: u32 = 1;
     /// `emit.heartbeats.enabled` / `.interval.seconds` = true / 1.

@@ -545,7 +545,8 @@ impl<'a> Validator<'a> {
             .get(|f| &f.fencing_transactional_id)
             .map_or(defaults::FENCING_TRANSACTIONAL_ID, |id| id.value.as_str())
             .replace("<source>", &source.value)
-            .replace("<target>", &target.value);
+            .replace("<target>", &target.value)
+            .replace("<topics>", &topics.fingerprint());
         let fencing_transactional_id =
             (!fencing_transactional_id.is_empty()).then_some(fencing_transactional_id);
         let offset_reset = layers
