@@ -18,13 +18,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 use super::records::{self, OffsetSync};
 use crate::kafka::appender::append;
 use crate::kafka::backoff::Backoff;
 use crate::kafka::log_reader::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
-use crate::mm2::topic_sync::ensure_internal_topic;
+use crate::mm2::topic_sync::await_internal_topic;
 use crate::now_ms;
 use crate::offset_map::{Position, MAX_POINTS};
 
@@ -199,7 +200,8 @@ impl SyncReceiver {
 }
 
 /// Writes the syncs handed to `syncs` to `topic` on `cluster` until the sender is dropped
-/// and every sync is written. An append that fails is retried (backing off, warning once
+/// and every sync is written (`shutdown` only ends the wait for the topic at start: the
+/// flow cancels it once the engine is gone). An append that fails is retried (backing off, warning once
 /// per outage) until it succeeds; positions wait for it meanwhile. Ends with an error when
 /// the cluster refuses the syncs for good (not retriable: authorization, topic config), or
 /// when they still cannot be written one request timeout after the sender is gone: the
@@ -209,8 +211,11 @@ pub async fn run(
     topic: String,
     replication_factor: i16,
     syncs: SyncReceiver,
+    shutdown: CancellationToken,
 ) -> Result<(), KafkaError> {
-    ensure_internal_topic(&cluster, &topic, replication_factor).await?;
+    if !await_internal_topic(&cluster, &topic, replication_factor, &shutdown).await? {
+        return Ok(());
+    }
     let tp = TopicPartition::new(topic.as_str(), 0);
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     let mut gave_up_at = None;

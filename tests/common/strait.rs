@@ -90,6 +90,25 @@ impl Strait {
         }
     }
 
+    /// Waits for the process to exit on its own and returns its status; panics with the log
+    /// after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let c = self.child.as_mut().expect("strait is not running");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "strait still runs after {timeout:?}\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Lets WARN/ERROR (or non-JSON) log lines that contain any of `patterns` pass the check
     /// on drop; each test names exactly what it expects, with the reason.
     pub fn allow(mut self, patterns: &[&str]) -> Strait {

@@ -9,6 +9,7 @@
 mod common;
 
 mod durable_syncs;
+mod fencing;
 mod harness;
 mod mm2_parity;
 mod progress_batches;
