@@ -37,6 +37,8 @@ use crate::now_ms;
 use crate::offset_map::{Forwarded, Position, Translations};
 use crate::progress;
 
+#[cfg(test)]
+mod commit_tests;
 mod partition;
 
 pub use partition::next_sequence;
