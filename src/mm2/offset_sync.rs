@@ -204,8 +204,8 @@ impl SyncReceiver {
 /// flow cancels it once the engine is gone). An append that fails is retried (backing off, warning once
 /// per outage) until it succeeds; positions wait for it meanwhile. Ends with an error when
 /// the cluster refuses the syncs for good (not retriable: authorization, topic config), or
-/// when they still cannot be written one request timeout after the sender is gone: the
-/// positions they cover were not committed.
+/// when an append fails after the sender is gone (each append retries for a request
+/// timeout): the positions they cover were not committed.
 pub async fn run(
     cluster: Arc<Cluster>,
     topic: String,
@@ -218,7 +218,6 @@ pub async fn run(
     }
     let tp = TopicPartition::new(topic.as_str(), 0);
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
-    let mut gave_up_at = None;
     let mut failing = false;
     loop {
         if !syncs.closed() {
@@ -239,14 +238,10 @@ pub async fn run(
             loop {
                 match append(&cluster, &tp, &batch).await {
                     Ok(_) => break,
-                    Err(e) if !e.is_retriable() => return Err(e),
+                    // Once the engine is gone, one append (retried for a request timeout) is
+                    // all a stopping process waits for.
+                    Err(e) if !e.is_retriable() || syncs.closed() => return Err(e),
                     Err(e) => {
-                        if syncs.closed() {
-                            let since = *gave_up_at.get_or_insert_with(tokio::time::Instant::now);
-                            if since.elapsed() >= cluster.timeout() {
-                                return Err(e);
-                            }
-                        }
                         if !failing {
                             tracing::warn!(topic = %topic, error = %e, "offset syncs not written yet; retrying, and committing no progress past them meanwhile");
                         }
