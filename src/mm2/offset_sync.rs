@@ -201,11 +201,11 @@ impl SyncReceiver {
 
 /// Writes the syncs handed to `syncs` to `topic` on `cluster` until the sender is dropped
 /// and every sync is written (`shutdown` only ends the wait for the topic at start: the
-/// flow cancels it once the engine is gone). An append that fails is retried (backing off, warning once
-/// per outage) until it succeeds; positions wait for it meanwhile. Ends with an error when
-/// the cluster refuses the syncs for good (not retriable: authorization, topic config), or
-/// when an append fails after the sender is gone (each append retries for a request
-/// timeout): the positions they cover were not committed.
+/// flow cancels it once the engine is gone). An append that fails is retried (backing off,
+/// warning once per outage) until it succeeds; positions wait for it meanwhile. Ends with
+/// an error when the cluster refuses the syncs for good (not retriable: authorization,
+/// topic config), or when an append fails after the sender is gone (each append retries
+/// for a request timeout): the positions they cover were not committed.
 pub async fn run(
     cluster: Arc<Cluster>,
     topic: String,
