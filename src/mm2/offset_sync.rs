@@ -280,6 +280,14 @@ fn chunks(syncs: &[OffsetSync]) -> Vec<Vec<(Bytes, Bytes)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kafka::fake_broker::{FakeBroker, Reply};
+    use kafka_protocol::error::ResponseError;
+    use kafka_protocol::messages::produce_response::{
+        PartitionProduceResponse, TopicProduceResponse,
+    };
+    use kafka_protocol::messages::{
+        ApiKey, ProduceRequest, ProduceResponse, RequestKind, ResponseKind,
+    };
 
     fn pos(source_next: i64, target_next: i64) -> Position {
         Position {
@@ -362,6 +370,97 @@ mod tests {
         }
         rx.written();
         assert_eq!(tx.durable(&tp), Some(map.position()));
+    }
+
+    /// A Produce answer refusing every partition of `request` with `code`.
+    fn refuse(request: &ProduceRequest, code: ResponseError) -> Reply {
+        let responses = request
+            .topic_data
+            .iter()
+            .map(|t| {
+                TopicProduceResponse::default()
+                    .with_name(t.name.clone())
+                    .with_topic_id(t.topic_id)
+                    .with_partition_responses(
+                        t.partition_data
+                            .iter()
+                            .map(|p| {
+                                PartitionProduceResponse::default()
+                                    .with_index(p.index)
+                                    .with_error_code(code.code())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        Reply::Answer(ResponseKind::Produce(
+            ProduceResponse::default().with_responses(responses),
+        ))
+    }
+
+    /// Runs the writer against a broker that answers the first `refused` appends with
+    /// `code`; gives the writer's result once the sender is gone, whether `tp`'s position
+    /// became durable first, and the Produce requests the broker saw.
+    async fn write_through(
+        refused: usize,
+        code: ResponseError,
+    ) -> (Result<(), KafkaError>, bool, usize) {
+        const TOPIC: &str = "mm2-offset-syncs.b.internal";
+        let mut produced = 0;
+        let broker = FakeBroker::start(1, &[(TOPIC, 1)], move |r| match &r.body {
+            RequestKind::Produce(request) if produced < refused => {
+                produced += 1;
+                refuse(request, code)
+            }
+            _ => Reply::Default,
+        })
+        .await;
+        // A short request timeout: each append gives up quickly, the writer retries it.
+        let cluster = Arc::new(Cluster::new(
+            "b",
+            vec![broker.addr.clone()],
+            "t",
+            Duration::from_millis(200),
+        ));
+        let (tx, rx) = queue();
+        let writer = tokio::spawn(run(cluster, TOPIC.into(), 1, rx, CancellationToken::new()));
+        let tp = TopicPartition::new("orders", 0);
+        tx.add(&tp, vec![(0, 0), (9, 9), (20, 10)], pos(25, 15), Vec::new);
+        let durable = tokio::time::timeout(Duration::from_secs(10), async {
+            while tx.durable(&tp).is_none() && !writer.is_finished() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tx.durable(&tp)
+        })
+        .await
+        .unwrap();
+        assert!(durable.is_none() || durable == Some(pos(25, 15)));
+        drop(tx);
+        let result = writer.await.unwrap();
+        (
+            result,
+            durable.is_some(),
+            broker.received_of(ApiKey::Produce).len(),
+        )
+    }
+
+    #[tokio::test]
+    async fn appends_are_retried_until_written() {
+        // Refused for longer than one append retries (its request timeout).
+        let (result, durable, produced) = write_through(12, ResponseError::NotEnoughReplicas).await;
+        result.unwrap();
+        assert!(durable);
+        assert_eq!(produced, 13);
+    }
+
+    #[tokio::test]
+    async fn a_refusal_for_good_ends_the_writer_with_the_error() {
+        let (result, durable, _) = write_through(1, ResponseError::TopicAuthorizationFailed).await;
+        let error = result.unwrap_err().to_string();
+        assert!(!durable);
+        assert!(error.contains("mm2-offset-syncs.b.internal"), "{error}");
+        let code = ResponseError::TopicAuthorizationFailed.code();
+        assert!(error.contains(&format!("({code})")), "{error}");
     }
 
     #[test]
