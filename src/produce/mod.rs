@@ -38,6 +38,8 @@ use crate::offset_map::{Forwarded, Position, Translations};
 use crate::progress;
 
 mod partition;
+#[cfg(test)]
+mod tests;
 
 pub use partition::next_sequence;
 
@@ -54,6 +56,9 @@ pub struct ProduceConfig {
     pub commit_interval: Duration,
     /// How long a shutdown may spend draining in-flight batches.
     pub drain_timeout: Duration,
+    /// How long a batch the target keeps refusing with a retriable error is resent before
+    /// its partition is stopped (the Java producer's `delivery.timeout.ms`).
+    pub delivery_timeout: Duration,
     /// Merge consecutive small uncompressed batches waiting in a partition's queue into
     /// batches of up to this many bytes (`batch::coalesce`); 0 never merges.
     pub coalesce_bytes: usize,
@@ -439,7 +444,7 @@ impl Engine {
             let Some(mut entry) = part.queue.pop_front() else {
                 continue;
             };
-            let Some((seq, batch)) = part.sequence(&mut entry) else {
+            let Some((seq, batch)) = part.sequence(&mut entry, now) else {
                 // A position-only entry behind batches still in flight.
                 part.inflight.push_back(entry);
                 continue;
@@ -564,13 +569,27 @@ impl Engine {
     /// (`Partition::judge`); `answer` is `None` when the response lacks the partition.
     fn on_result(&mut self, i: usize, seq: i32, answer: Option<(i16, i64)>) {
         let part = &mut self.parts[i];
-        match part.judge(seq, answer) {
-            Outcome::Acked { base_offset } => {
-                if let Some(done) = part.take_acked(seq, base_offset) {
-                    self.acknowledged(i, done);
-                }
+        let outcome = part.judge(seq, answer, Instant::now(), self.config.delivery_timeout);
+        if let Some(r) = part.record(seq, outcome) {
+            tracing::warn!(
+                source = %part.source,
+                target = %part.target,
+                refused_from = r.refused.0,
+                refused_to = r.refused.1,
+                written_at = r.written_at,
+                "the target wrote a batch behind one it refused (it lost strait's producer state): \
+                 the target partition holds records out of source order from `written_at`; the \
+                 refused batch and every later one are written again after them"
+            );
+            if !part.stopped {
+                // Its sequence state is strait's no longer: start a new one.
+                part.failed = true;
+                self.reset_pending = true;
             }
-            Outcome::Release => part.release(),
+        }
+        match outcome {
+            Outcome::Acked { .. } => {}
+            Outcome::Release => {}
             Outcome::ResetProducer(Reset::LostState(error)) => {
                 tracing::warn!(partition = %part.target, code = error.code(), "target lost strait's producer state; re-initialising the producer");
                 part.failed = true;
@@ -592,18 +611,30 @@ impl Engine {
                 part.failed = true;
                 part.needs_metadata |= resend.looks_up_leader();
             }
-            Outcome::Stop(code) => {
+            Outcome::Stop(code) | Outcome::Expired(code) => {
                 let error = produce_error(part, code);
-                let at = part
-                    .inflight
-                    .iter()
-                    .find(|e| e.seq == Some(seq))
-                    .map(|e| e.source_next)
-                    .unwrap_or(-1);
-                tracing::error!(source = %part.source, target = %part.target, source_next_offset = at, error = %error, "partition stopped: the target refused a batch");
+                let entry = part.inflight.iter().find(|e| e.seq == Some(seq));
+                let at = entry
+                    .and_then(|e| e.batch.as_ref())
+                    .map_or(-1, RawBatch::base_offset);
+                if matches!(outcome, Outcome::Expired(_)) {
+                    let for_ms = entry
+                        .and_then(|e| e.first_sent)
+                        .map_or(0, |t| t.elapsed().as_millis() as u64);
+                    tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, refused_for_ms = for_ms, "partition stopped: the target kept refusing a batch past delivery.timeout.ms (or CORRUPT_MESSAGE past its resends)");
+                } else {
+                    tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, "partition stopped: the target refused a batch");
+                }
                 self.fetcher.forget(part.source.clone());
                 self.stop(i);
             }
+        }
+        let done = self.parts[i].settle();
+        if !done.is_empty() {
+            self.acknowledged(i, done);
+        }
+        if self.parts[i].stopped {
+            self.parts[i].release();
         }
     }
 
@@ -616,7 +647,10 @@ impl Engine {
         let map = maps.entry(self.parts[i].source.clone()).or_default();
         for (e, target_base) in done {
             match (&e.batch, target_base) {
-                (Some(b), Some(tbase)) if data => {
+                // A batch written at an offset the target did not say (-1) still moves the
+                // map and the source position on; the target position stays the last one
+                // known, a floor.
+                (Some(b), tbase) if data => {
                     self.stats.batches += 1;
                     self.stats.records += b.record_count() as u64;
                     self.stats.bytes += b.len() as u64;
@@ -624,7 +658,7 @@ impl Engine {
                         source_base: b.base_offset(),
                         source_last: e.source_next - 1,
                         record_count: b.record_count(),
-                        target_base: tbase,
+                        target_base: tbase.unwrap_or(-1),
                         holes: e.offset_deltas.clone(),
                     };
                     for (upstream, downstream) in map.record(&forwarded) {
@@ -636,15 +670,13 @@ impl Engine {
                     }
                     acked = Position {
                         source_next: e.source_next,
-                        target_next: tbase + b.record_count() as i64,
+                        // `settle` gives only target offsets whose batch end fits.
+                        target_next: tbase.map_or(acked.target_next, |t| {
+                            t.saturating_add(i64::from(b.record_count()))
+                        }),
                     };
                 }
-                (Some(_), _) => {
-                    acked = Position {
-                        source_next: e.source_next,
-                        target_next: -1,
-                    };
-                }
+                (Some(_), _) => acked.source_next = e.source_next,
                 // A position-only entry moves the source position; the target has nothing new.
                 (None, _) => {
                     if data {
