@@ -16,7 +16,7 @@
 //! decides what every Produce answer means for it, without I/O; this module carries the
 //! decisions out: the loop, connections, requests, the producer id and the fetcher.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -94,6 +94,11 @@ enum Done {
     Produce(Completion),
     /// A metadata lookup for the target topics of partitions without a known leader.
     Leaders(Result<Vec<TopicMeta>, KafkaError>),
+    /// A connection dialled to a target broker.
+    Connected {
+        broker: i32,
+        result: Result<Connection, KafkaError>,
+    },
 }
 
 /// The result of one Produce request.
@@ -112,6 +117,12 @@ pub struct Engine {
     producer: (i64, i16),
     reset_pending: bool,
     conns: HashMap<i32, Connection>,
+    /// Target brokers being dialled in the background: one unreachable broker holds up
+    /// neither the others nor the loop.
+    dialing: HashSet<i32>,
+    /// Per target broker that could not be reached: when to dial it again, and the backoff
+    /// that grows with each failure in a row.
+    redial: HashMap<i32, (Instant, Backoff)>,
     broker_inflight: HashMap<i32, usize>,
     throttled_until: HashMap<i32, Instant>,
     /// Produce requests and the leader lookup in flight.
@@ -161,6 +172,8 @@ impl Engine {
             producer,
             reset_pending: false,
             conns: HashMap::new(),
+            dialing: HashSet::new(),
+            redial: HashMap::new(),
             broker_inflight: HashMap::new(),
             throttled_until: HashMap::new(),
             requests: JoinSet::new(),
@@ -220,7 +233,7 @@ impl Engine {
                 _ = wake.tick() => {}
             }
             self.recover().await?;
-            self.pump().await;
+            self.pump();
         }
         // Drain: no new batches; finish what is queued or in flight, then commit.
         drop(events);
@@ -246,7 +259,7 @@ impl Engine {
                 _ = tokio::time::sleep(Duration::from_millis(20)) => {}
             }
             self.recover().await?;
-            self.pump().await;
+            self.pump();
         }
         self.stats.lag = self.lag();
         let _ = stats.send(self.stats.clone());
@@ -258,7 +271,7 @@ impl Engine {
             .iter()
             .filter(|p| p.high_watermark >= 0 && p.acked.source_next >= 0)
             .map(|p| (p.high_watermark - p.acked.source_next).max(0))
-            .sum()
+            .fold(0, i64::saturating_add)
     }
 
     fn accept(&mut self, event: FetchEvent) {
@@ -367,8 +380,9 @@ impl Engine {
         });
     }
 
-    /// Builds and sends one request per target broker that has room, as long as batches wait.
-    async fn pump(&mut self) {
+    /// Builds and sends one request per target broker that has room, as long as batches
+    /// wait; dials, in the background, the brokers it has no connection to.
+    fn pump(&mut self) {
         if self.reset_pending {
             return;
         }
@@ -395,24 +409,60 @@ impl Engine {
             if self.throttled_until.get(&broker).is_some_and(|t| *t > now) {
                 continue;
             }
-            let conn = match self.conns.get(&broker).filter(|c| c.is_usable()) {
-                Some(c) => c.clone(),
-                None => match self.target.broker(broker).await {
-                    Ok(c) => {
-                        self.conns.insert(broker, c.clone());
-                        c
-                    }
-                    Err(e) => {
-                        tracing::warn!(broker, error = %e, "cannot reach target broker");
-                        for p in self.parts.iter_mut().filter(|p| p.leader == Some(broker)) {
-                            p.needs_metadata = true;
-                            p.leader = None;
-                        }
-                        continue;
-                    }
-                },
-            };
-            self.send_to(broker, conn, now);
+            match self.conns.get(&broker).filter(|c| c.is_usable()) {
+                Some(c) => {
+                    let conn = c.clone();
+                    self.send_to(broker, conn, now);
+                }
+                None => self.dial(broker, now),
+            }
+        }
+    }
+
+    /// Starts dialling `broker` in the background, unless a dial is under way or the
+    /// broker's backoff after failures has not passed.
+    fn dial(&mut self, broker: i32, now: Instant) {
+        if self.dialing.contains(&broker) || self.redial.get(&broker).is_some_and(|r| r.0 > now) {
+            return;
+        }
+        self.dialing.insert(broker);
+        let target = self.target.clone();
+        self.requests.spawn(async move {
+            Done::Connected {
+                broker,
+                result: target.broker(broker).await,
+            }
+        });
+    }
+
+    fn on_connected(&mut self, broker: i32, result: Result<Connection, KafkaError>) {
+        self.dialing.remove(&broker);
+        match result {
+            Ok(conn) => {
+                self.redial.remove(&broker);
+                self.conns.insert(broker, conn);
+            }
+            Err(e) => {
+                let (at, backoff) = self.redial.entry(broker).or_insert_with(|| {
+                    // The Java client's reconnect.backoff.ms, growing to the partitions' 5 s.
+                    (
+                        Instant::now(),
+                        Backoff::new(Duration::from_millis(50), Duration::from_secs(5)),
+                    )
+                });
+                // Once per outage at WARN; the redials after it at DEBUG.
+                if backoff.attempts() == 0 {
+                    tracing::warn!(broker, error = %e, "cannot reach target broker; dialling it again with backoff");
+                } else {
+                    tracing::debug!(broker, error = %e, attempts = backoff.attempts(), "target broker still unreachable");
+                }
+                *at = Instant::now() + backoff.next_delay();
+                // Its partitions may have a new leader by now.
+                for p in self.parts.iter_mut().filter(|p| p.leader == Some(broker)) {
+                    p.needs_metadata = true;
+                    p.leader = None;
+                }
+            }
         }
     }
 
@@ -509,6 +559,7 @@ impl Engine {
         match done {
             Done::Produce(completion) => self.complete(completion),
             Done::Leaders(found) => self.on_leaders(found),
+            Done::Connected { broker, result } => self.on_connected(broker, result),
         }
     }
 
@@ -530,11 +581,9 @@ impl Engine {
                 return;
             }
         };
-        if response.throttle_time_ms > 0 {
-            self.throttled_until.insert(
-                done.broker,
-                Instant::now() + Duration::from_millis(response.throttle_time_ms as u64),
-            );
+        if let Some(throttle) = throttle(response.throttle_time_ms, self.target.timeout()) {
+            self.throttled_until
+                .insert(done.broker, Instant::now() + throttle);
         }
         let mut results: HashMap<(String, i32), (i16, i64)> = HashMap::new();
         let names: HashMap<uuid::Uuid, Arc<str>> = self
@@ -699,8 +748,8 @@ impl Engine {
     /// Puts failed partitions back on their feet once their outstanding requests are back,
     /// refreshes leaders, and re-initialises the producer when the target asked for it.
     async fn recover(&mut self) -> Result<(), KafkaError> {
-        // Once no Produce request is in flight (the leader lookup may be).
-        if self.reset_pending && self.requests.len() == usize::from(self.looking_up) {
+        // Once no Produce request is in flight (the leader lookup and dials may be).
+        if self.reset_pending && self.broker_inflight.values().all(|&n| n == 0) {
             self.producer = self.target.init_producer_id().await?;
             tracing::info!(
                 producer_id = self.producer.0,
@@ -789,6 +838,15 @@ impl Engine {
         topics.dedup();
         topics
     }
+}
+
+/// How long to hold requests to a broker that answered with `throttle_time_ms` (KIP-219):
+/// at most `cap`, the request timeout, whatever a broker says. `None` for no throttle.
+fn throttle(throttle_time_ms: i32, cap: Duration) -> Option<Duration> {
+    u64::try_from(throttle_time_ms)
+        .ok()
+        .filter(|&ms| ms > 0)
+        .map(|ms| Duration::from_millis(ms).min(cap))
 }
 
 /// A refusal of partition `part`'s batch, as the error the logs show.

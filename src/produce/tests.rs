@@ -5,8 +5,14 @@
 use std::sync::Mutex;
 
 use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceResponse, RequestKind, ResponseKind};
+use kafka_protocol::messages::{
+    BrokerId, MetadataResponse, ProduceResponse, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -98,6 +104,62 @@ fn answer(request: &Received, topic: &Topic, code: i16, throttle_ms: i32) -> Rep
             .with_responses(responses)
             .with_throttle_time_ms(throttle_ms),
     ))
+}
+
+/// A Metadata answer naming `brokers` (id, `host:port`) and `topics` (name, the leader of
+/// their one partition), whatever was asked.
+fn metadata(brokers: &[(i32, String)], topics: &[(&str, i32)]) -> Reply {
+    let brokers = brokers
+        .iter()
+        .map(|(id, addr)| {
+            let (host, port) = addr.rsplit_once(':').unwrap();
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(*id))
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port.parse().unwrap())
+        })
+        .collect();
+    let topics = topics
+        .iter()
+        .map(|(name, leader)| {
+            MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+                .with_topic_id(uuid::Uuid::from_u128(
+                    name.bytes().fold(1, |id, b| id * 257 + u128::from(b)),
+                ))
+                .with_partitions(vec![MetadataResponsePartition::default()
+                    .with_partition_index(0)
+                    .with_leader_id(BrokerId(*leader))
+                    .with_replica_nodes(vec![BrokerId(*leader)])
+                    .with_isr_nodes(vec![BrokerId(*leader)])])
+        })
+        .collect();
+    Reply::Answer(ResponseKind::Metadata(
+        MetadataResponse::default()
+            .with_brokers(brokers)
+            .with_controller_id(BrokerId(1))
+            .with_topics(topics),
+    ))
+}
+
+/// Broker 1, a fake broker leading `a` and the progress topic, whose metadata says broker 2
+/// at `other` leads `b`.
+async fn broker_beside(other: String) -> FakeBroker {
+    let own: Arc<Mutex<Option<String>>> = Arc::default();
+    let addr = own.clone();
+    let broker = FakeBroker::start(1, &[("a", 1), (PROGRESS, 1)], move |r| match r.body {
+        RequestKind::Metadata(_) => {
+            let own = addr.lock().unwrap().clone().unwrap();
+            metadata(
+                &[(1, own), (2, other.clone())],
+                &[("a", 1), ("b", 2), (PROGRESS, 1)],
+            )
+        }
+        _ => Reply::Default,
+    })
+    .await;
+    *own.lock().unwrap() = Some(broker.addr.clone());
+    broker
 }
 
 fn config() -> ProduceConfig {
@@ -284,4 +346,113 @@ async fn an_ack_behind_a_refused_batch_does_not_count_it() {
     );
     assert_eq!(e2, e1 + 2, "E2 follows E1");
     running.stop().await;
+}
+
+/// Waits up to `limit` for `done`; how long it took (`limit` when it never came).
+async fn within(limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() && started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    started.elapsed()
+}
+
+/// A broker that accepts TCP and never answers (not even ApiVersions) holds up neither the
+/// batches to the other broker nor the shutdown: it is dialled in the background.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_broker_holds_up_neither_the_others_nor_shutdown() {
+    let silent = FakeBroker::silent().await;
+    let broker = broker_beside(silent.addr.clone()).await;
+    let timeout = Duration::from_secs(3);
+    let target = Cluster::new("target", vec![broker.addr.clone()], "strait", timeout);
+    let config = ProduceConfig {
+        drain_timeout: Duration::from_secs(1),
+        ..config()
+    };
+    let running = Running::start(target, config, &[("sa", "a"), ("sb", "b")]).await;
+    running.fetched("sb", vec![batch(0, 1)], 1).await;
+    running.fetched("sa", vec![batch(0, 1)], 2).await;
+    let took = within(timeout, || running.translate("sa", 0).is_some()).await;
+    assert!(
+        took < Duration::from_secs(2),
+        "the first batch to broker 1 took {took:?}"
+    );
+    running.fetched("sa", vec![batch(1, 1)], 2).await;
+    let took = within(timeout, || running.translate("sa", 1) == Some(1)).await;
+    assert!(
+        took < Duration::from_secs(2),
+        "the second batch to broker 1 took {took:?}"
+    );
+    // The drain gives up on the batch for broker 2 at its timeout (1 s).
+    let took = running.stop().await;
+    assert!(took < Duration::from_millis(2500), "shutdown took {took:?}");
+}
+
+/// A broker that refuses every connection is dialled again with a growing backoff, not on
+/// every turn of the loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_refusing_connections_is_redialled_with_backoff() {
+    let refusing = FakeBroker::start(2, &[], |_| Reply::Close).await;
+    let broker = broker_beside(refusing.addr.clone()).await;
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(3),
+    );
+    let running = Running::start(target, config(), &[("sb", "b")]).await;
+    running.fetched("sb", vec![batch(0, 1)], 1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // 50 ms doubling (half-jittered) to 5 s: at most 7 dials in 1.5 s.
+    let dials = refusing.received().len();
+    assert!((1..=8).contains(&dials), "{dials} dials in 1.5 s");
+    running.stop().await;
+}
+
+/// A broker's throttle time holds its requests back for at most the request timeout, and
+/// does not hold up the shutdown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_throttle_time_is_capped_at_the_request_timeout() {
+    let mut produced = 0;
+    let broker = FakeBroker::start(1, &[("a", 1), (PROGRESS, 1)], move |r| match r.body {
+        RequestKind::Produce(_) => {
+            produced += 1;
+            if produced == 1 {
+                answer(
+                    r,
+                    &Topic {
+                        name: "-",
+                        id: uuid::Uuid::nil(),
+                    },
+                    0,
+                    i32::MAX,
+                )
+            } else {
+                Reply::Default
+            }
+        }
+        _ => Reply::Default,
+    })
+    .await;
+    let timeout = Duration::from_secs(1);
+    let target = Cluster::new("target", vec![broker.addr.clone()], "strait", timeout);
+    let mut running = Running::start(target, config(), &[("sa", "a")]).await;
+    running.fetched("sa", vec![batch(0, 1)], 2).await;
+    until(|| running.stats.borrow_and_update().lag == 1).await;
+    let started = Instant::now();
+    running.fetched("sa", vec![batch(1, 1)], 2).await;
+    let took = within(Duration::from_secs(5), || {
+        running.stats.borrow_and_update().lag == 0
+    })
+    .await;
+    assert!(
+        took < timeout + Duration::from_millis(700),
+        "throttled for {took:?}, more than the request timeout"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "the throttle was ignored"
+    );
+    let took = running.stop().await;
+    assert!(took < Duration::from_secs(1), "shutdown took {took:?}");
 }
