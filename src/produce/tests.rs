@@ -456,3 +456,45 @@ async fn a_huge_throttle_time_is_capped_at_the_request_timeout() {
     let took = running.stop().await;
     assert!(took < Duration::from_secs(1), "shutdown took {took:?}");
 }
+
+/// CORRUPT_MESSAGE for a batch whose CRC strait recomputed is resent a few times, then its
+/// partition stops, its position still before the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_message_stops_the_partition_after_a_few_resends() {
+    let sends = Arc::new(Mutex::new(0));
+    let counted = sends.clone();
+    let t: Arc<Mutex<Option<Topic>>> = Arc::default();
+    let topic = t.clone();
+    let broker = FakeBroker::start(1, &[("t", 1), (PROGRESS, 1)], move |r| {
+        let Some(t) = topic.lock().unwrap().clone() else {
+            return Reply::Default;
+        };
+        if produced(r, &t).is_empty() {
+            return Reply::Default;
+        }
+        *counted.lock().unwrap() += 1;
+        answer(r, &t, ResponseError::CorruptMessage.code(), 0)
+    })
+    .await;
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(2),
+    );
+    *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
+    let mut running = Running::start(target, config(), &[("s", "t")]).await;
+    running.fetched("s", vec![batch(0, 2)], 2).await;
+    until(|| running.stats.borrow_and_update().stopped == 1).await;
+    assert_eq!(
+        running.stats.borrow().stopped,
+        1,
+        "the partition is stopped"
+    );
+    assert_eq!(
+        *sends.lock().unwrap(),
+        1 + partition::CORRUPT_RESENDS as usize
+    );
+    assert_eq!(running.translate("s", 0), None, "nothing counts as written");
+    running.stop().await;
+}
