@@ -656,7 +656,12 @@ impl Engine {
             }
             Outcome::Resend(resend @ (Resend::Leadership(code) | Resend::Later(code))) => {
                 let error = produce_error(part, code);
-                tracing::debug!(error = %error, "retriable produce error");
+                if let Some(refusing) = part.refused(Instant::now()) {
+                    let at = part.inflight.iter().find(|e| e.seq == Some(seq));
+                    tracing::warn!(source = %part.source, target = %part.target, source_offset = at.and_then(|e| e.batch.as_ref()).map_or(-1, RawBatch::base_offset), code = code.code(), error = %error, refusing_for_ms = refusing.as_millis() as u64, "the target keeps refusing the partition; resending until produce.delivery.timeout.ms");
+                } else {
+                    tracing::debug!(error = %error, "retriable produce error");
+                }
                 part.failed = true;
                 part.needs_metadata |= resend.looks_up_leader();
             }

@@ -142,6 +142,11 @@ impl Resend {
 /// transit that resending will not cure.
 pub(super) const CORRUPT_RESENDS: u32 = 3;
 
+/// How long a partition may be refused before an operator is told (at WARN, once per
+/// streak): leader elections and ISR changes pass well within it; a leader offline, an ISR
+/// below `min.insync.replicas` or a deleted remote topic do not.
+pub(super) const UNWRITABLE_WARN_AFTER: Duration = Duration::from_secs(10);
+
 /// The errors after which the partition's leader is looked up again.
 const LEADERSHIP: [ResponseError; 5] = [
     ResponseError::UnknownTopicOrPartition,
@@ -177,6 +182,10 @@ pub(super) struct Partition {
     /// acknowledged at that sequence without an offset (DUPLICATE_SEQUENCE_NUMBER with -1)
     /// was written right there.
     follows: Option<(i32, i64)>,
+    /// When the target started refusing the partition's batches (since the last one it
+    /// wrote), and whether that was reported.
+    refused_since: Option<Instant>,
+    warned: bool,
 }
 
 impl Partition {
@@ -209,6 +218,8 @@ impl Partition {
             stopped: false,
             confirmed: false,
             follows: None,
+            refused_since: None,
+            warned: false,
         }
     }
 
@@ -379,8 +390,23 @@ impl Partition {
         if done.iter().any(|(e, _)| e.batch.is_some()) {
             self.backoff.reset();
             self.confirmed = true;
+            self.refused_since = None;
+            self.warned = false;
         }
         done
+    }
+
+    /// The target refused a batch at `now`, to be resent: how long it has been refusing
+    /// the partition, once that passes `UNWRITABLE_WARN_AFTER` (once per streak, for the
+    /// WARN that tells an operator).
+    pub fn refused(&mut self, now: Instant) -> Option<Duration> {
+        let since = *self.refused_since.get_or_insert(now);
+        let refusing = now.saturating_duration_since(since);
+        if self.warned || refusing < UNWRITABLE_WARN_AFTER {
+            return None;
+        }
+        self.warned = true;
+        Some(refusing)
     }
 
     /// The target offset of the first record of `batch`, written with sequence `seq` at
@@ -847,6 +873,28 @@ mod tests {
             })
         );
         assert!(settle(&mut p).is_empty());
+    }
+
+    #[test]
+    fn a_partition_refused_for_long_is_reported_once_per_streak() {
+        let mut p = partition();
+        let t0 = Instant::now();
+        assert_eq!(p.refused(t0), None);
+        assert_eq!(p.refused(t0 + UNWRITABLE_WARN_AFTER / 2), None);
+        let long = t0 + UNWRITABLE_WARN_AFTER;
+        assert_eq!(p.refused(long), Some(UNWRITABLE_WARN_AFTER));
+        assert_eq!(p.refused(long + UNWRITABLE_WARN_AFTER), None, "once");
+        // A batch written ends the streak.
+        queue(&mut p, 1, 1);
+        send(&mut p);
+        answer(&mut p, 0, 0, 0);
+        assert_eq!(settle(&mut p).len(), 1);
+        let later = long + UNWRITABLE_WARN_AFTER * 2;
+        assert_eq!(p.refused(later), None);
+        assert_eq!(
+            p.refused(later + UNWRITABLE_WARN_AFTER),
+            Some(UNWRITABLE_WARN_AFTER)
+        );
     }
 
     #[test]
