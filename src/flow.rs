@@ -276,6 +276,7 @@ async fn start(
         drain_timeout: Duration::from_millis(flow.shutdown_drain_timeout_ms),
         coalesce_bytes: flow.produce_coalesce_bytes,
         transactional_id: flow.fencing_transactional_id.clone(),
+        delivery_timeout: Duration::from_millis(flow.produce_delivery_timeout_ms),
     };
     let translations: Translations = Arc::default();
     let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();

@@ -150,6 +150,14 @@ impl Fetcher {
         (Fetcher { orders }, task)
     }
 
+    /// A handle whose orders go nowhere: for tests of the produce engine on its own.
+    #[cfg(test)]
+    pub(crate) fn detached() -> Fetcher {
+        Fetcher {
+            orders: mpsc::unbounded_channel().0,
+        }
+    }
+
     pub fn assign(&self, tp: TopicPartition, offset: Option<i64>) {
         let _ = self.orders.send(Order::Assign(Assignment { tp, offset }));
     }
