@@ -20,6 +20,8 @@
 mod coordinator;
 pub mod response;
 mod session;
+#[cfg(test)]
+mod tests;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
