@@ -11,3 +11,4 @@ mod common;
 mod harness;
 mod mm2_parity;
 mod replication;
+mod source_log;
