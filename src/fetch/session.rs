@@ -318,8 +318,7 @@ impl Session {
             .flat_map(|t| &t.partitions)
             .filter_map(|p| p.records.as_ref().map(|r| r.len()))
             .sum();
-        // Semaphores count in u32: a buffer of 4 GiB or more must not wrap to a small want.
-        let want = u32::try_from(response_bytes.min(self.config.buffer_bytes)).unwrap_or(u32::MAX);
+        let want = permits(response_bytes, self.config.buffer_bytes);
         let Ok(permit) = self.budget.clone().acquire_many_owned(want).await else {
             return Ok(response.throttle_time_ms);
         };
@@ -474,5 +473,25 @@ impl Session {
                 error,
             })
             .await;
+    }
+}
+
+/// The buffer permits a response of `response_bytes` takes: its size, at most the whole
+/// buffer (a larger response must not wait for ever), saturated to the `u32` that
+/// semaphores count in rather than wrapped to a small number at 4 GiB.
+fn permits(response_bytes: usize, buffer_bytes: usize) -> u32 {
+    u32::try_from(response_bytes.min(buffer_bytes)).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::permits;
+
+    #[test]
+    fn permits_are_the_response_size_capped_by_the_buffer_and_saturated() {
+        assert_eq!(permits(1000, 1 << 20), 1000);
+        assert_eq!(permits(2 << 20, 1 << 20), 1 << 20);
+        assert_eq!(permits(5 << 30, 8 << 30), u32::MAX);
+        assert_eq!(permits(usize::MAX, usize::MAX), u32::MAX);
     }
 }

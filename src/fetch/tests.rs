@@ -252,3 +252,48 @@ async fn past_the_log_end_rewinds_to_the_log_end() {
         }
     );
 }
+
+#[tokio::test]
+async fn an_unknown_server_error_is_retried_after_a_backoff() {
+    let mut fetches = 0;
+    let broker = FakeBroker::start(1, &[(TOPIC, 1)], move |r| {
+        let Some(fetch) = fetch_request(r) else {
+            return Reply::Default;
+        };
+        fetches += 1;
+        match fetches {
+            1 => answer(fetch, PartitionData::default().with_error_code(-1)),
+            2 => answer(fetch, fetched(records(0..3, 0), 12)),
+            _ => Reply::Stall,
+        }
+    })
+    .await;
+    let (_fetcher, mut events) = fetcher(&broker, 0, OffsetReset::Earliest);
+    let chunk = next_chunk(&mut events).await;
+    assert_eq!(chunk.next_offset, 12);
+    assert_eq!(fetch_positions(&broker)[..2], [(0, -1), (0, -1)]);
+}
+
+#[tokio::test]
+async fn a_partition_handed_back_keeps_its_last_fetched_epoch() {
+    // FENCED_LEADER_EPOCH: the fetcher's metadata is behind; it looks the leader up again
+    // and the next Fetch still lets the leader check the log against epoch 3.
+    let mut fetches = 0;
+    let broker = FakeBroker::start(1, &[(TOPIC, 1)], move |r| {
+        let Some(fetch) = fetch_request(r) else {
+            return Reply::Default;
+        };
+        fetches += 1;
+        match fetches {
+            1 => answer(fetch, fetched(records(0..3, 3), 12)),
+            2 => answer(fetch, PartitionData::default().with_error_code(74)),
+            3 => answer(fetch, fetched(records(3..4, 3), 16)),
+            _ => Reply::Stall,
+        }
+    })
+    .await;
+    let (_fetcher, mut events) = fetcher(&broker, 0, OffsetReset::Earliest);
+    assert_eq!(next_chunk(&mut events).await.next_offset, 12);
+    assert_eq!(next_chunk(&mut events).await.next_offset, 16);
+    assert_eq!(fetch_positions(&broker)[..3], [(0, -1), (12, 3), (12, 3)]);
+}
