@@ -10,7 +10,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::PartitionData;
 
 use super::{FetchError, Fetched};
-use crate::batch::ReadCommitted;
+use crate::batch::{split_batches, RawBatch, ReadCommitted};
 use crate::config::OffsetReset;
 use crate::kafka::{KafkaError, TopicPartition};
 
@@ -160,6 +160,16 @@ pub fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -
     }
 }
 
+/// Whether a complete batch of `data`'s records has holes in its offsets (compaction), so
+/// that [`partition_action`] renumbers it: a decompression and a compression per batch, work
+/// for a blocking thread. Reads batch headers only.
+pub(super) fn needs_renumbering(data: &PartitionData) -> bool {
+    data.records
+        .as_ref()
+        .and_then(|r| split_batches(r.clone()).ok())
+        .is_some_and(|split| split.batches.iter().any(RawBatch::has_holes))
+}
+
 /// The ListOffsets timestamp that implements a reset policy.
 pub(super) fn reset_timestamp(policy: OffsetReset) -> i64 {
     match policy {
@@ -175,7 +185,7 @@ mod tests {
     use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId};
 
     use super::*;
-    use crate::batch::{split_batches, BatchError, RawBatch};
+    use crate::batch::BatchError;
     use crate::kafka::codec::decode_response;
 
     /// A captured Fetch v18 response of `testdata/fetch/` (see its README).
@@ -410,6 +420,24 @@ mod tests {
         assert_eq!(d.last_epoch, Some(0));
         let d = delivered(partition_action(&tp(), 148, data));
         assert_eq!(d.last_epoch, None);
+    }
+
+    #[test]
+    fn only_batches_with_holes_need_renumbering() {
+        assert!(!needs_renumbering(&small()));
+        assert!(!needs_renumbering(&small().with_records(None)));
+        // Compaction removed offsets from batch 5: its offset range is wider than its count.
+        let compacted = patched(&small(), 5, false, |b| {
+            b[23..27].copy_from_slice(&9i32.to_be_bytes())
+        });
+        assert!(needs_renumbering(&compacted));
+        for name in ["none-large", "lz4", "zstd", "gzip", "snappy"] {
+            let response = capture(name);
+            assert!(!response.responses[0]
+                .partitions
+                .iter()
+                .any(needs_renumbering));
+        }
     }
 
     #[test]

@@ -16,7 +16,9 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::response::{partition_action, session_verdict, Action, Delivery, SessionVerdict};
+use super::response::{
+    needs_renumbering, partition_action, session_verdict, Action, Delivery, SessionVerdict,
+};
 use super::{Assignment, Chunk, FetchConfig, FetchError, FetchEvent, FetchStats, Origin};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::log_reader::list_offsets;
@@ -350,7 +352,20 @@ impl Session {
         let Some(offset) = self.parts.get(&tp).map(|p| p.offset) else {
             return;
         };
-        match partition_action(&tp, offset, data) {
+        let action = if needs_renumbering(&data) {
+            // Renumbering decompresses and compresses whole batches: milliseconds each,
+            // which must not hold a worker thread that other sessions and the produce
+            // engine run on.
+            let on = tp.clone();
+            let work = tokio::task::spawn_blocking(move || partition_action(&on, offset, data));
+            match work.await {
+                Ok(action) => action,
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            }
+        } else {
+            partition_action(&tp, offset, data)
+        };
+        match action {
             Action::Idle => {}
             Action::Deliver(delivery) => self.emit(tp, delivery, permit).await,
             Action::Diverged { epoch, end_offset } => self.rewind(&tp, epoch, end_offset),

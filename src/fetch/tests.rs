@@ -297,3 +297,31 @@ async fn a_partition_handed_back_keeps_its_last_fetched_epoch() {
     assert_eq!(next_chunk(&mut events).await.next_offset, 16);
     assert_eq!(fetch_positions(&broker)[..3], [(0, -1), (12, 3), (12, 3)]);
 }
+
+#[tokio::test]
+async fn a_compacted_batch_is_renumbered_on_its_way_through_the_session() {
+    // Batch 0 as compaction leaves it: records at deltas 0..4 of an offset range 0..10.
+    let mut compacted = records(0..1, 0).to_vec();
+    compacted[23..27].copy_from_slice(&9i32.to_be_bytes());
+    let crc = crc32c::crc32c(&compacted[21..]);
+    compacted[17..21].copy_from_slice(&crc.to_be_bytes());
+    let compacted = Bytes::from(compacted);
+    let mut fetches = 0;
+    let broker = FakeBroker::start(1, &[(TOPIC, 1)], move |r| {
+        let Some(fetch) = fetch_request(r) else {
+            return Reply::Default;
+        };
+        fetches += 1;
+        match fetches {
+            1 => answer(fetch, fetched(compacted.clone(), 10)),
+            _ => Reply::Stall,
+        }
+    })
+    .await;
+    let (_fetcher, mut events) = fetcher(&broker, 0, OffsetReset::Earliest);
+    let chunk = next_chunk(&mut events).await;
+    assert_eq!(chunk.next_offset, 10);
+    let renumbered = &chunk.batches[0];
+    assert!(!renumbered.batch.has_holes());
+    assert_eq!(renumbered.offset_deltas.as_deref(), Some(&[0, 1, 2, 3][..]));
+}
