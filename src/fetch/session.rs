@@ -416,11 +416,19 @@ impl Session {
             return;
         };
         let from = p.offset;
-        p.last_epoch = epoch;
         if end_offset >= from {
-            tracing::debug!(partition = %tp, epoch, end_offset, position = from, "fetch position checked against the leader's epoch");
+            if p.last_epoch == epoch {
+                // Nothing to correct, and the same Fetch would get the same answer: look
+                // the leader up again after a backoff rather than ask in a loop.
+                tracing::debug!(partition = %tp, epoch, end_offset, position = from, "diverging epoch that changes nothing");
+                return self.send_home(tp);
+            }
+            // The log holds the position: fetch on, checked against the epoch the leader
+            // knows.
+            p.last_epoch = epoch;
             return;
         }
+        p.last_epoch = epoch;
         p.offset = end_offset;
         self.stats.truncated(from - end_offset);
         tracing::error!(
@@ -436,7 +444,9 @@ impl Session {
     /// policy plays no part: it would skip the retained backlog (`latest`) or re-copy the
     /// log (`earliest`).
     async fn out_of_range(&mut self, conn: &Connection, tp: &TopicPartition, offset: i64) {
-        let epoch = self.parts[tp].leader_epoch;
+        let Some(epoch) = self.parts.get(tp).map(|p| p.leader_epoch) else {
+            return;
+        };
         let bounds = async {
             let start = list_offsets(conn, &[(tp.clone(), epoch)], -2).await?;
             let end = list_offsets(conn, &[(tp.clone(), epoch)], -1).await?;

@@ -325,3 +325,43 @@ async fn a_compacted_batch_is_renumbered_on_its_way_through_the_session() {
     assert!(!renumbered.batch.has_holes());
     assert_eq!(renumbered.offset_deltas.as_deref(), Some(&[0, 1, 2, 3][..]));
 }
+
+#[tokio::test]
+async fn a_diverging_epoch_ending_past_the_position_keeps_it() {
+    // The leader's epoch 0 ends at 20, after the position 12 fetched in epoch 1 (the
+    // fetcher's batches were stamped 1 by a leader that did not survive, with nothing
+    // past 12): nothing is lost, the position stays and the next Fetch sends epoch 0.
+    let mut fetches = 0;
+    let broker = FakeBroker::start(1, &[(TOPIC, 1)], move |r| {
+        let Some(fetch) = fetch_request(r) else {
+            return Reply::Default;
+        };
+        fetches += 1;
+        let diverging = |epoch| {
+            PartitionData::default()
+                .with_high_watermark(20)
+                .with_diverging_epoch(
+                    EpochEndOffset::default()
+                        .with_epoch(epoch)
+                        .with_end_offset(20),
+                )
+        };
+        match fetches {
+            1 => answer(fetch, fetched(records(0..3, 1), 12)),
+            2 => answer(fetch, diverging(0)),
+            // A broker repeating itself is asked again after a backoff, not in a loop.
+            3 => answer(fetch, diverging(0)),
+            4 => answer(fetch, fetched(records(3..5, 0), 20)),
+            _ => Reply::Stall,
+        }
+    })
+    .await;
+    let (fetcher, mut events) = fetcher(&broker, 0, OffsetReset::Earliest);
+    assert_eq!(next_chunk(&mut events).await.next_offset, 12);
+    assert_eq!(next_chunk(&mut events).await.next_offset, 20);
+    assert_eq!(
+        fetch_positions(&broker)[..4],
+        [(0, -1), (12, 1), (12, 0), (12, 0)]
+    );
+    assert_eq!(fetcher.stats(), FetchCounts::default());
+}
