@@ -164,7 +164,11 @@ impl Coordinator {
             // The leader's session dials while the start offsets are looked up.
             self.session(leader, rehome);
             for (a, topic_id, _) in &mut parts {
-                if a.origin.is_some_and(|o| o.topic_id != *topic_id) {
+                // A nil id is a broker that does not give ids (before Kafka 2.8): no news.
+                let known = |id: &uuid::Uuid| !id.is_nil();
+                if a.origin.is_some_and(|o| {
+                    known(&o.topic_id) && known(topic_id) && o.topic_id != *topic_id
+                }) {
                     // The position belongs to the deleted topic's log: the new one starts
                     // at its log start, whatever the reset policy.
                     tracing::warn!(partition = %a.tp, old_position = a.offset, "source topic was deleted and re-created: replicating the new topic from its log start");
