@@ -360,7 +360,9 @@ impl Session {
             let work = tokio::task::spawn_blocking(move || partition_action(&on, offset, data));
             match work.await {
                 Ok(action) => action,
-                Err(e) => std::panic::resume_unwind(e.into_panic()),
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // Cancelled: the runtime is shutting down.
+                Err(_) => return,
             }
         } else {
             partition_action(&tp, offset, data)
