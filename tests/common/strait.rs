@@ -87,15 +87,6 @@ impl Strait {
         }
     }
 
-    /// Sends `signal` (`STOP`, `CONT`, ...) to the running process: SIGSTOP freezes it
-    /// while a test changes the clusters under it, SIGCONT lets it find out.
-    pub fn signal(&self, signal: &str) {
-        let c = self.child.as_ref().expect("strait is not running");
-        let _ = Command::new("kill")
-            .args([&format!("-{signal}"), &c.id().to_string()])
-            .status();
-    }
-
     /// SIGTERM and wait for the drain (60 s at most).
     pub fn terminate(&mut self) -> ExitStatus {
         let mut c = self.child.take().expect("strait is not running");

@@ -111,7 +111,7 @@ fn a_recreated_source_topic_is_copied_from_its_start() {
 
     // Frozen, strait sees none of it happen: the topic deleted, re-created, and given more
     // records than strait's position in the old one.
-    strait.signal("STOP");
+    strait.pause();
     let topic_args = ["--bootstrap-server", &source.bootstrap, "--topic", &topic];
     kafka::tool(
         "org.apache.kafka.tools.TopicCommand",
@@ -124,7 +124,7 @@ fn a_recreated_source_topic_is_copied_from_its_start() {
     }
     kafka::create_topic(source, &topic, 1, &[]);
     kafka::produce(source, &["--topic", &topic, "--count", "80"]);
-    strait.signal("CONT");
+    strait.resume();
 
     wait_for_records(
         &mut strait,
