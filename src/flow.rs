@@ -514,7 +514,8 @@ async fn control(
             }
             _ = status.tick() => {
                 let s = running.stats.borrow().clone();
-                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, "replication status");
+                let f = running.fetcher.stats();
+                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, source_truncations = f.truncations, offsets_lost_to_retention = f.offsets_lost_to_retention, recreated_source_partitions = f.recreated_partitions, "replication status");
             }
         }
     }

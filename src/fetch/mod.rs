@@ -240,6 +240,7 @@ impl Fetcher {
     pub(crate) fn detached() -> Fetcher {
         Fetcher {
             orders: mpsc::unbounded_channel().0,
+            stats: Arc::default(),
         }
     }
 
