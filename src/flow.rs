@@ -276,6 +276,7 @@ async fn start(
         drain_timeout: Duration::from_millis(flow.shutdown_drain_timeout_ms),
         coalesce_bytes: flow.produce_coalesce_bytes,
         transactional_id: flow.fencing_transactional_id.clone(),
+        delivery_timeout: Duration::from_millis(flow.produce_delivery_timeout_ms),
     };
     let translations: Translations = Arc::default();
     let (syncs_tx, syncs_rx) = offset_sync::queue();
@@ -513,7 +514,8 @@ async fn control(
             }
             _ = status.tick() => {
                 let s = running.stats.borrow().clone();
-                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, "replication status");
+                let f = running.fetcher.stats();
+                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, source_truncations = f.truncations, offsets_lost_to_retention = f.offsets_lost_to_retention, recreated_source_partitions = f.recreated_partitions, "replication status");
             }
         }
     }

@@ -60,6 +60,25 @@ impl Strait {
         self.child = Some(child);
     }
 
+    /// SIGSTOP: the process freezes where it is (timers, sockets and all).
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`Strait::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let c = self.child.as_ref().expect("strait is not running");
+        let status = Command::new("kill")
+            .args([signal, &c.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {signal} failed");
+    }
+
     /// SIGKILL: no drain, no commit.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -14,3 +14,4 @@ mod harness;
 mod mm2_parity;
 mod progress_batches;
 mod replication;
+mod source_log;
