@@ -80,6 +80,8 @@ struct Shared {
     ledgers: Mutex<HashMap<TopicPartition, Ledger>>,
     /// Set when the engine is gone: the writer finishes what is left and ends.
     closed: AtomicBool,
+    /// Set when the writer is gone: nothing more becomes durable.
+    writer_gone: AtomicBool,
     wake: Notify,
 }
 
@@ -141,14 +143,17 @@ impl SyncSender {
             .and_then(|l| l.durable)
     }
 
-    /// Whether every sync handed over is durable.
+    /// Whether waiting is over: every sync handed over is durable, or none can become
+    /// durable any more (the writer is gone).
     pub fn settled(&self) -> bool {
-        self.0
-            .ledgers
-            .lock()
-            .unwrap()
-            .values()
-            .all(|l| l.unsent.is_empty() && l.in_flight.is_none())
+        self.0.writer_gone.load(Ordering::Acquire)
+            || self
+                .0
+                .ledgers
+                .lock()
+                .unwrap()
+                .values()
+                .all(|l| l.unsent.is_empty() && l.in_flight.is_none())
     }
 }
 
@@ -196,6 +201,12 @@ impl SyncReceiver {
 
     fn closed(&self) -> bool {
         self.0.closed.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for SyncReceiver {
+    fn drop(&mut self) {
+        self.0.writer_gone.store(true, Ordering::Release);
     }
 }
 
@@ -340,6 +351,11 @@ mod tests {
         tx.add(&other, vec![(0, 7)], pos(1, 8), none);
         assert_eq!(tx.durable(&other), None);
         assert_eq!(tx.durable(&tp), Some(pos(60, 35)));
+        // Without a writer nothing is worth waiting for, and nothing more is durable.
+        assert!(!tx.settled());
+        drop(rx);
+        assert!(tx.settled());
+        assert_eq!(tx.durable(&other), None);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use super::*;
 use crate::batch::{encode_batch, OwnRecord};
 use crate::fetch::Fetched;
 use crate::kafka::fake_broker::{FakeBroker, Received, Reply};
+use crate::mm2::offset_sync;
 
 const PROGRESS: &str = "progress";
 
@@ -187,7 +188,7 @@ struct Running {
 impl Running {
     async fn start(target: Cluster, config: ProduceConfig, routes: &[(&str, &str)]) -> Running {
         let translations = Translations::default();
-        let (syncs, _) = mpsc::unbounded_channel();
+        let (syncs, _) = offset_sync::queue();
         let mut engine = Engine::new(
             Arc::new(target),
             config,
