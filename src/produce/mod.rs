@@ -705,12 +705,13 @@ impl Engine {
                 // map and the source position on; the target position stays the last one
                 // known, a floor.
                 (Some(b), tbase) if data => {
-                    self.stats.batches += 1;
-                    self.stats.records += b.record_count() as u64;
-                    self.stats.bytes += b.len() as u64;
+                    self.stats.batches = self.stats.batches.saturating_add(1);
+                    let records = u64::try_from(b.record_count()).unwrap_or(0);
+                    self.stats.records = self.stats.records.saturating_add(records);
+                    self.stats.bytes = self.stats.bytes.saturating_add(b.len() as u64);
                     let forwarded = Forwarded {
                         source_base: b.base_offset(),
-                        source_last: e.source_next - 1,
+                        source_last: e.source_next.saturating_sub(1),
                         record_count: b.record_count(),
                         target_base: tbase.unwrap_or(-1),
                         holes: e.offset_deltas.clone(),
