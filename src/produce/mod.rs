@@ -637,8 +637,7 @@ impl Engine {
             }
         }
         match outcome {
-            Outcome::Acked { .. } => {}
-            Outcome::Release => {}
+            Outcome::Acked { .. } | Outcome::Release => {}
             Outcome::ResetProducer(Reset::LostState(error)) => {
                 tracing::warn!(partition = %part.target, code = error.code(), "target lost strait's producer state; re-initialising the producer");
                 part.failed = true;
@@ -675,7 +674,7 @@ impl Engine {
                     let for_ms = entry
                         .and_then(|e| e.first_sent)
                         .map_or(0, |t| t.elapsed().as_millis() as u64);
-                    tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, refused_for_ms = for_ms, "partition stopped: the target kept refusing a batch past delivery.timeout.ms (or CORRUPT_MESSAGE past its resends)");
+                    tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, refused_for_ms = for_ms, "partition stopped: the target kept refusing a batch past produce.delivery.timeout.ms (CORRUPT_MESSAGE: past its resends)");
                 } else {
                     tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, "partition stopped: the target refused a batch");
                 }
