@@ -235,16 +235,17 @@ impl Engine {
             self.recover().await?;
             self.pump();
         }
-        // Drain: no new batches; finish what is queued or in flight, then commit.
+        // Drain: no new batches; finish what is queued or in flight, then commit. Batches
+        // queued for a leader strait cannot reach now are not waited for: they are fetched
+        // again on the next start.
         drop(events);
         let deadline = Instant::now() + self.config.drain_timeout;
         let mut committed = false;
         while Instant::now() < deadline {
-            let data_idle = self
-                .parts
-                .iter()
-                .enumerate()
-                .all(|(i, p)| i == self.progress_part || p.idle() || p.stopped);
+            let data_idle =
+                self.parts.iter().enumerate().all(|(i, p)| {
+                    i == self.progress_part || p.idle() || p.stopped || self.stranded(p)
+                });
             if data_idle && !committed {
                 self.commit();
                 committed = true;
@@ -264,6 +265,15 @@ impl Engine {
         self.stats.lag = self.lag();
         let _ = stats.send(self.stats.clone());
         Ok(self.stats)
+    }
+
+    /// Whether nothing of `part` is in flight and its leader cannot be written to now
+    /// (unknown, or no usable connection: being dialled or backing off).
+    fn stranded(&self, part: &Partition) -> bool {
+        part.inflight.is_empty()
+            && part
+                .leader
+                .is_none_or(|b| !self.conns.get(&b).is_some_and(Connection::is_usable))
     }
 
     fn lag(&self) -> i64 {
