@@ -62,6 +62,9 @@ pub struct ProduceConfig {
     /// Merge consecutive small uncompressed batches waiting in a partition's queue into
     /// batches of up to this many bytes (`batch::coalesce`); 0 never merges.
     pub coalesce_bytes: usize,
+    /// The transactional id that makes this engine the flow's only writer
+    /// (`Cluster::init_producer_id`); `None`: no fencing.
+    pub transactional_id: Option<String>,
 }
 
 /// Where one source partition goes, and where it resumes.
@@ -116,6 +119,8 @@ pub struct Engine {
     progress_part: usize,
     producer: (i64, i16),
     reset_pending: bool,
+    /// Another process's InitProducerId fenced this engine: it stops writing at once.
+    fenced: Option<KafkaError>,
     conns: HashMap<i32, Connection>,
     /// Target brokers being dialled in the background: one unreachable broker holds up
     /// neither the others nor the loop.
@@ -161,7 +166,9 @@ impl Engine {
         syncs: mpsc::UnboundedSender<OffsetSync>,
         fetcher: Fetcher,
     ) -> Result<Engine, KafkaError> {
-        let producer = target.init_producer_id().await?;
+        let producer = target
+            .init_producer_id(config.transactional_id.as_deref())
+            .await?;
         let progress_tp = TopicPartition::new(progress_topic, 0);
         let mut engine = Engine {
             target,
@@ -171,6 +178,7 @@ impl Engine {
             progress_part: 0,
             producer,
             reset_pending: false,
+            fenced: None,
             conns: HashMap::new(),
             dialing: HashSet::new(),
             redial: HashMap::new(),
@@ -231,6 +239,11 @@ impl Engine {
                     let _ = stats.send(self.stats.clone());
                 }
                 _ = wake.tick() => {}
+            }
+            if let Some(fenced) = self.fenced.take() {
+                // Nothing more is written, not even progress: the new owner resumes from
+                // the last commit.
+                return Err(fenced);
             }
             self.recover().await?;
             self.pump();
@@ -628,7 +641,14 @@ impl Engine {
     /// (`Partition::judge`); `answer` is `None` when the response lacks the partition.
     fn on_result(&mut self, i: usize, seq: i32, answer: Option<(i16, i64)>) {
         let part = &mut self.parts[i];
-        let outcome = part.judge(seq, answer, Instant::now(), self.config.delivery_timeout);
+        let outcome = match part.judge(seq, answer, Instant::now(), self.config.delivery_timeout) {
+            // Without a transactional id nobody else holds strait's producer id: the target
+            // lost its state.
+            Outcome::Fenced(code) if self.config.transactional_id.is_none() => {
+                Outcome::ResetProducer(Reset::LostState(code))
+            }
+            outcome => outcome,
+        };
         if let Some(r) = part.record(seq, outcome) {
             tracing::warn!(
                 source = %part.source,
@@ -652,6 +672,14 @@ impl Engine {
                 tracing::warn!(partition = %part.target, code = error.code(), "target lost strait's producer state; re-initialising the producer");
                 part.failed = true;
                 self.reset_pending = true;
+            }
+            Outcome::Fenced(code) => {
+                let id = self.config.transactional_id.clone().unwrap_or_default();
+                self.fenced.get_or_insert(KafkaError::Fenced {
+                    transactional_id: id,
+                    partition: part.target.to_string(),
+                    code,
+                });
             }
             Outcome::ResetProducer(Reset::OutOfOrderHead) => {
                 tracing::warn!(partition = %part.target, seq, "out-of-order sequence at the head of the partition; re-initialising the producer");
@@ -765,7 +793,10 @@ impl Engine {
     async fn recover(&mut self) -> Result<(), KafkaError> {
         // Once no Produce request is in flight (the leader lookup and dials may be).
         if self.reset_pending && self.broker_inflight.values().all(|&n| n == 0) {
-            self.producer = self.target.init_producer_id().await?;
+            self.producer = self
+                .target
+                .init_producer_id(self.config.transactional_id.as_deref())
+                .await?;
             tracing::info!(
                 producer_id = self.producer.0,
                 epoch = self.producer.1,

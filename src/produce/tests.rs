@@ -170,6 +170,7 @@ fn config() -> ProduceConfig {
         drain_timeout: Duration::from_secs(2),
         coalesce_bytes: 0,
         delivery_timeout: Duration::from_secs(120),
+        transactional_id: None,
     }
 }
 

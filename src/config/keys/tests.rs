@@ -136,9 +136,8 @@ fn cases() -> Vec<Case> {
                     && c.clusters["target"].send_buffer_bytes == Some(131_072)
             }
         ),
-        case!(Cluster, "security.protocol", "SSL", None, |_, w| warned(
-            w, NI
-        )),
+        case!(Cluster, "security.protocol", "plaintext", None, |_, w| w
+            .is_empty()),
         case!(Flow, "enabled", "true", None, |c, _| c.flows.len() == 2
             && c.flows[1].source == "target"),
         case!(
@@ -372,6 +371,13 @@ fn cases() -> Vec<Case> {
             "2500",
             Some("shutdown_drain_timeout_ms = 2500"),
             |c, _| f0(c).shutdown_drain_timeout_ms == 2_500
+        ),
+        case!(
+            Flow,
+            "fencing.transactional.id",
+            "dr-<source>-to-<target>",
+            Some("fencing_transactional_id = \"dr-<source>-to-<target>\""),
+            |c, _| f0(c).fencing_transactional_id.as_deref() == Some("dr-source-to-target")
         ),
         case!(
             Flow,
@@ -672,6 +678,23 @@ fn cases() -> Vec<Case> {
             warned(w, NI)
         }),
     ]
+}
+
+/// TLS and SASL are not implemented: connecting in plaintext where the operator asked for
+/// encryption or authentication would send the cluster's data in the clear, so any other
+/// protocol is a configuration error naming the key (and so the cluster).
+#[test]
+fn a_security_protocol_other_than_plaintext_is_an_error() {
+    for value in ["SSL", "SASL_SSL", "SASL_PLAINTEXT"] {
+        let text = format!("{PROPS_BASE}target.security.protocol = {value}\n");
+        let e = parse_properties(&text, "mm2.properties")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("mm2.properties:5: target.security.protocol: ") && e.contains(value),
+            "{e}"
+        );
+    }
 }
 
 #[test]
