@@ -256,17 +256,18 @@ impl Engine {
             self.recover().await?;
             self.pump();
         }
-        // Drain: no new batches; finish what is queued or in flight, then commit.
+        // Drain: no new batches; finish what is queued or in flight, then commit. Batches
+        // queued for a leader strait cannot reach now are not waited for: they are fetched
+        // again on the next start.
         drop(events);
         let deadline = Instant::now() + self.config.drain_timeout;
         let syncs_deadline = Instant::now() + self.config.drain_timeout / 2;
         let mut committed = false;
         while Instant::now() < deadline {
-            let data_idle = self
-                .parts
-                .iter()
-                .enumerate()
-                .all(|(i, p)| i == self.progress_part || p.idle() || p.stopped);
+            let data_idle =
+                self.parts.iter().enumerate().all(|(i, p)| {
+                    i == self.progress_part || p.idle() || p.stopped || self.stranded(p)
+                });
             // The last commit waits for the syncs of the last batches (half the drain at most:
             // a syncs topic that cannot be written then leaves the positions they cover).
             let syncs_done = self.syncs.settled() || Instant::now() >= syncs_deadline;
@@ -289,6 +290,15 @@ impl Engine {
         self.stats.lag = self.lag();
         let _ = stats.send(self.stats.clone());
         Ok(self.stats)
+    }
+
+    /// Whether nothing of `part` is in flight and its leader cannot be written to now
+    /// (unknown, or no usable connection: being dialled or backing off).
+    fn stranded(&self, part: &Partition) -> bool {
+        part.inflight.is_empty()
+            && part
+                .leader
+                .is_none_or(|b| !self.conns.get(&b).is_some_and(Connection::is_usable))
     }
 
     fn lag(&self) -> i64 {
@@ -677,8 +687,7 @@ impl Engine {
             }
         }
         match outcome {
-            Outcome::Acked { .. } => {}
-            Outcome::Release => {}
+            Outcome::Acked { .. } | Outcome::Release => {}
             Outcome::ResetProducer(Reset::LostState(error)) => {
                 tracing::warn!(partition = %part.target, code = error.code(), "target lost strait's producer state; re-initialising the producer");
                 part.failed = true;
@@ -723,7 +732,7 @@ impl Engine {
                     let for_ms = entry
                         .and_then(|e| e.first_sent)
                         .map_or(0, |t| t.elapsed().as_millis() as u64);
-                    tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, refused_for_ms = for_ms, "partition stopped: the target kept refusing a batch past delivery.timeout.ms (or CORRUPT_MESSAGE past its resends)");
+                    tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, refused_for_ms = for_ms, "partition stopped: the target kept refusing a batch past produce.delivery.timeout.ms (CORRUPT_MESSAGE: past its resends)");
                 } else {
                     tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, "partition stopped: the target refused a batch");
                 }
@@ -754,12 +763,13 @@ impl Engine {
                 // map and the source position on; the target position stays the last one
                 // known, a floor.
                 (Some(b), tbase) if data => {
-                    self.stats.batches += 1;
-                    self.stats.records += b.record_count() as u64;
-                    self.stats.bytes += b.len() as u64;
+                    self.stats.batches = self.stats.batches.saturating_add(1);
+                    let records = u64::try_from(b.record_count()).unwrap_or(0);
+                    self.stats.records = self.stats.records.saturating_add(records);
+                    self.stats.bytes = self.stats.bytes.saturating_add(b.len() as u64);
                     let forwarded = Forwarded {
                         source_base: b.base_offset(),
-                        source_last: e.source_next - 1,
+                        source_last: e.source_next.saturating_sub(1),
                         record_count: b.record_count(),
                         target_base: tbase.unwrap_or(-1),
                         holes: e.offset_deltas.clone(),

@@ -513,13 +513,11 @@ impl Partition {
 }
 
 /// Kafka's sequence arithmetic: sequences wrap from `i32::MAX` to 0
-/// (`DefaultRecordBatch.incrementSequence`).
+/// (`DefaultRecordBatch.incrementSequence`). A record count from a hostile batch header
+/// cannot overflow it: negative counts add nothing (the target refuses such a batch).
 pub fn next_sequence(seq: i32, records: i32) -> i32 {
-    if seq > i32::MAX - records {
-        records - (i32::MAX - seq) - 1
-    } else {
-        seq + records
-    }
+    let next = (i64::from(seq) + i64::from(records.max(0))) % (i64::from(i32::MAX) + 1);
+    i32::try_from(next).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -811,6 +809,13 @@ mod tests {
         assert_eq!(next_sequence(i32::MAX - 1, 1), i32::MAX);
         assert_eq!(next_sequence(i32::MAX, 1), 0);
         assert_eq!(next_sequence(i32::MAX - 2, 5), 2);
+    }
+
+    #[test]
+    fn hostile_record_counts_do_not_overflow_sequences() {
+        assert_eq!(next_sequence(5, -3), 5);
+        assert_eq!(next_sequence(5, i32::MIN), 5);
+        assert_eq!(next_sequence(i32::MAX, i32::MAX), i32::MAX - 1);
     }
 
     #[test]
