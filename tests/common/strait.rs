@@ -335,3 +335,23 @@ pub fn wait_for_records(
         (have >= expected).then_some(())
     });
 }
+
+/// Waits (30 s at most) until `topic` shows in `cluster`'s metadata: a topic just created
+/// can be missing from it for a moment while the controller is busy.
+pub fn wait_for_topic(cluster: &Cluster, topic: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let names = [topic.to_string()];
+    loop {
+        let found = block_on(client(cluster).metadata(Some(&names)))
+            .is_ok_and(|t| t.iter().any(|t| t.name == topic && t.error_code == 0));
+        if found {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic} missing from the metadata of {}",
+            cluster.name
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

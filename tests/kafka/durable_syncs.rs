@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::common::kafka;
-use crate::common::strait::{block_on, client, mm2_properties, wait_for_records, Strait};
+use crate::common::strait::{
+    block_on, client, mm2_properties, wait_for_records, wait_for_topic, Strait,
+};
 use strait::kafka::TopicPartition;
 use strait::mm2::offset_sync;
 use strait::offset_map::{OffsetMap, Position};
@@ -26,12 +28,6 @@ fn committed(
         .unwrap_or_default()
         .get(tp)
         .copied()
-}
-
-/// Whether `topic` exists on `cluster`.
-fn exists(cluster: &kafka::Cluster, topic: &str) -> bool {
-    block_on(client(cluster).metadata(Some(&[topic.to_string()])))
-        .is_ok_and(|found| found.iter().any(|t| t.name == topic && t.error_code == 0))
 }
 
 fn delete_topic(cluster: &kafka::Cluster, topic: &str) {
@@ -57,6 +53,8 @@ fn progress_waits_for_durable_offset_syncs() {
     let syncs_topic = format!("mm2-offset-syncs.{target_alias}.internal");
     let progress_topic = progress::topic_name(&source_alias);
     kafka::create_topic(source, &topic, 1, &[]);
+    // Visible to metadata before strait's first discovery looks (a busy controller lags).
+    wait_for_topic(source, &topic);
     let config = mm2_properties(
         &source_alias,
         &target_alias,
@@ -66,9 +64,7 @@ fn progress_waits_for_durable_offset_syncs() {
     let mut strait = Strait::start(&config, "properties").allow(&[SYNCS_RETRYING]);
     // strait creates the syncs topic at start; deleted, it cannot be written (UNKNOWN_TOPIC_OR_
     // PARTITION, retriable: the source does not create topics on Produce).
-    strait.wait_until("the syncs topic", Duration::from_secs(60), || {
-        exists(source, &syncs_topic).then_some(())
-    });
+    wait_for_topic(source, &syncs_topic);
     delete_topic(source, &syncs_topic);
     // Transactions of 10 records, every third aborted: a gap (and two syncs) at each.
     let produced = kafka::produce(

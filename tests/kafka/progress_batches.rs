@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use crate::common::kafka;
-use crate::common::strait::{block_on, client, mm2_properties, wait_for_records, Strait};
+use crate::common::strait::{
+    block_on, client, mm2_properties, wait_for_records, wait_for_topic, Strait,
+};
 use strait::kafka::TopicPartition;
 use strait::progress;
 
@@ -18,6 +20,7 @@ fn progress_fits_a_small_max_message_bytes() {
     let remote = format!("{source_alias}.{topic}");
     let progress_topic = progress::topic_name(&source_alias);
     kafka::create_topic(source, &topic, partitions, &[]);
+    wait_for_topic(source, &topic);
     // A position record is ~50 bytes here: 64 of them do not fit in one 512-byte batch,
     // and with a 3 s commit interval one commit holds them all.
     kafka::create_topic(
