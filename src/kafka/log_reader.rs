@@ -11,7 +11,7 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::batch::{decode_uncompressed, RawBatch, ReadCommitted};
+use crate::batch::{decode_records, RawBatch, ReadCommitted};
 use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
 
 /// ListOffsets (`read_committed`) for partitions led by the broker behind `conn`:
@@ -57,7 +57,7 @@ pub async fn list_offsets(
 
 /// The keyed records (offset, key, value) of one of strait's own internal topic partitions,
 /// read with [`read_partition`]; records without a key or value are left out. `None` if the
-/// topic does not exist. Those topics hold uncompressed batches only.
+/// topic does not exist.
 pub async fn read_keyed_records(
     cluster: &Cluster,
     tp: &TopicPartition,
@@ -65,17 +65,26 @@ pub async fn read_keyed_records(
     let Some(batches) = read_partition(cluster, tp).await? else {
         return Ok(None);
     };
+    keyed_records(tp, &batches).map(Some)
+}
+
+/// The records of `batches` (read from `tp`) that have a key and a value. strait writes its
+/// internal topics uncompressed, but a broker or topic with another `compression.type`
+/// stores them recompressed: any codec is read.
+fn keyed_records(
+    tp: &TopicPartition,
+    batches: &[RawBatch],
+) -> Result<Vec<(i64, Bytes, Bytes)>, KafkaError> {
     let mut out = Vec::new();
     for batch in batches {
-        let records =
-            decode_uncompressed(&batch).map_err(|e| KafkaError::Other(format!("{tp}: {e}")))?;
+        let records = decode_records(batch).map_err(|e| KafkaError::Other(format!("{tp}: {e}")))?;
         out.extend(
             records
                 .into_iter()
                 .filter_map(|r| Some((r.offset, r.key?, r.value?))),
         );
     }
-    Ok(Some(out))
+    Ok(out)
 }
 
 /// Reads one partition from its log start to its current last stable offset, as a
@@ -159,4 +168,35 @@ pub async fn read_partition(
         }
     }
     Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One batch of 12 records per codec, written by Kafka's Java producer (see
+    /// testdata/batches/README.md): key `key-<i>`, null when i % 5 == 4; value null when
+    /// i % 4 == 3.
+    const JAVA_BATCHES: [&[u8]; 4] = [
+        include_bytes!("../../testdata/batches/java-gzip.bin"),
+        include_bytes!("../../testdata/batches/java-snappy.bin"),
+        include_bytes!("../../testdata/batches/java-lz4.bin"),
+        include_bytes!("../../testdata/batches/java-zstd.bin"),
+    ];
+
+    #[test]
+    fn keyed_records_reads_every_codec() {
+        let tp = TopicPartition::new("strait-progress.a.internal", 0);
+        let expected: Vec<i64> = (0..12).filter(|i| i % 5 != 4 && i % 4 != 3).collect();
+        for bytes in JAVA_BATCHES {
+            let batch = RawBatch::new(Bytes::from_static(bytes)).unwrap();
+            let codec = batch.compression().unwrap();
+            let records = keyed_records(&tp, &[batch]).unwrap_or_else(|e| panic!("{codec:?}: {e}"));
+            let offsets: Vec<i64> = records.iter().map(|r| r.0).collect();
+            assert_eq!(offsets, expected, "{codec:?}");
+            for (offset, key, _) in &records {
+                assert_eq!(key, format!("key-{offset}").as_bytes(), "{codec:?}");
+            }
+        }
+    }
 }

@@ -40,8 +40,10 @@ pub async fn ensure_topics(
     Ok(created)
 }
 
-/// Creates one of strait's internal topics (MM2's and its own): one partition, compacted. A
-/// cluster with fewer brokers than the internal replication factor (MM2's default is 3; a
+/// Creates one of strait's internal topics (MM2's and its own): one partition, compacted,
+/// `compression.type=producer` so that the broker keeps the uncompressed batches strait
+/// writes (a broker default such as lz4 would recompress them; strait reads any codec back,
+/// but MM2's tools and older readers may not). A cluster with fewer brokers than the internal replication factor (MM2's default is 3; a
 /// one-broker test cluster has 1) gets a topic with one replica per broker and a warning,
 /// rather than no replication at all.
 pub async fn ensure_internal_topic(
@@ -53,7 +55,10 @@ pub async fn ensure_internal_topic(
         name: name.to_string(),
         partitions: 1,
         replication_factor,
-        configs: vec![("cleanup.policy".into(), "compact".into())],
+        configs: vec![
+            ("cleanup.policy".into(), "compact".into()),
+            ("compression.type".into(), "producer".into()),
+        ],
     };
     match ensure_topics(target, std::slice::from_ref(&spec)).await {
         Err(KafkaError::Broker {
