@@ -107,3 +107,53 @@ fn restarts_resume_exactly_when_the_brokers_compress_with_lz4() {
         assert_eq!(records(target, &remote, 2), 2000 * round, "round {round}");
     }
 }
+
+/// A source topic whose remote name the target refuses (250 characters, one more than Kafka
+/// allows) is reported and left out; the topics next to it, and topics found later, are
+/// created and replicated.
+#[test]
+fn a_topic_the_target_refuses_is_reported_and_the_others_replicate() {
+    let [source, target] = clusters();
+    let prefix = kafka::unique("refused");
+    let long = format!("{prefix}-{}", "x".repeat(247 - prefix.len()));
+    assert_eq!(long.len(), 248);
+    let remote_long = format!("a.{long}");
+    let first = format!("{prefix}-first");
+    kafka::create_topic(source, &long, 1, &[]);
+    kafka::create_topic(source, &first, 1, &[]);
+    for topic in [&long, &first] {
+        kafka::produce(source, &["--topic", topic, "--count", "100"]);
+    }
+    let config = config(
+        &format!("{prefix}.*"),
+        &["refresh.topics.interval.seconds = 2"],
+    );
+    let mut strait = Strait::start(&config, "properties").allow(&[&remote_long]);
+    wait_for_records(
+        &mut strait,
+        target,
+        &format!("a.{first}"),
+        1,
+        100,
+        Duration::from_secs(60),
+    );
+    let line = strait.wait_for_log_line(Duration::from_secs(30), |l| {
+        l.contains("\"ERROR\"") && l.contains(&remote_long)
+    });
+    assert!(line.contains("InvalidTopicException"), "{line}");
+
+    // A topic found at a later discovery is not held up by the refused one.
+    let later = format!("{prefix}-later");
+    kafka::create_topic(source, &later, 1, &[]);
+    kafka::produce(source, &["--topic", &later, "--count", "100"]);
+    wait_for_records(
+        &mut strait,
+        target,
+        &format!("a.{later}"),
+        1,
+        100,
+        Duration::from_secs(60),
+    );
+    assert!(!kafka::list_topics(target).contains(&remote_long));
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
