@@ -157,3 +157,32 @@ fn a_topic_the_target_refuses_is_reported_and_the_others_replicate() {
     assert!(!kafka::list_topics(target).contains(&remote_long));
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }
+
+/// Remote topics are created with `compression.type=producer` whatever the target's default:
+/// the broker stores the forwarded batches as they are (here uncompressed, as the source
+/// holds them) instead of recompressing them with lz4.
+#[test]
+fn remote_topics_keep_the_batches_as_forwarded() {
+    let [source, target] = clusters();
+    let topic = kafka::unique("as-forwarded");
+    kafka::create_topic(source, &topic, 1, &[("compression.type", "producer")]);
+    kafka::produce(source, &["--topic", &topic, "--count", "500"]);
+    let tp = TopicPartition::new(topic.as_str(), 0);
+    assert!(raw_batches(source, &tp)
+        .iter()
+        .all(|b| b.compression() == Ok(Compression::None)));
+    let mut strait = Strait::start(&config(&topic, &[]), "properties");
+    let remote = format!("a.{topic}");
+    wait_for_records(
+        &mut strait,
+        target,
+        &remote,
+        1,
+        500,
+        Duration::from_secs(60),
+    );
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+    for batch in raw_batches(target, &TopicPartition::new(remote.as_str(), 0)) {
+        assert_eq!(batch.compression().unwrap(), Compression::None, "{remote}");
+    }
+}

@@ -44,14 +44,26 @@ pub async fn ensure_topics(
     Ok(results)
 }
 
-/// [`ensure_topics`] for the remote twins of source topics. A topic the target refuses (a
-/// name too long, a create policy, an ACL) is reported and returned, so that its source
-/// topic is left out until a later discovery gets it created; the others go ahead.
+/// [`ensure_topics`] for the remote twins of source topics, created with
+/// `compression.type=producer` whatever the target's default, so that the broker stores the
+/// forwarded batches as they are. A topic the target refuses (a name too long, a create
+/// policy, an ACL) is reported and returned, so that its source topic is left out until a
+/// later discovery gets it created; the others go ahead.
 pub async fn ensure_remote_topics(
     target: &Cluster,
     specs: &[TopicSpec],
 ) -> Result<HashSet<String>, KafkaError> {
-    let results = ensure_topics(target, specs).await?;
+    let specs: Vec<TopicSpec> = specs
+        .iter()
+        .map(|spec| {
+            let mut spec = spec.clone();
+            spec.configs.retain(|(k, _)| k != "compression.type");
+            spec.configs
+                .push(("compression.type".into(), "producer".into()));
+            spec
+        })
+        .collect();
+    let results = ensure_topics(target, &specs).await?;
     let mut refused = HashSet::new();
     for (topic, error) in results.refused {
         if error.is_retriable() {
