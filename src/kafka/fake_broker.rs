@@ -7,7 +7,8 @@
 //! Real behaviour is tested against real brokers; this is only for error paths. It answers
 //! on its own only what every client needs before anything else: ApiVersions (every
 //! version the crate knows), Metadata (itself as the only broker, leader of the topics it
-//! was given), InitProducerId and Produce (appended at increasing offsets) — each unless the
+//! was given), FindCoordinator (itself), InitProducerId and Produce (appended at increasing
+//! offsets) — each unless the
 //! script answers it first.
 //!
 //! ```ignore
@@ -25,13 +26,15 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, InitProducerIdResponse, MetadataResponse,
-    ProduceResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind, TopicName,
+    ApiKey, ApiVersionsResponse, BrokerId, FindCoordinatorResponse, InitProducerIdResponse,
+    MetadataResponse, ProduceResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
+    TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -201,9 +204,14 @@ async fn serve(
                 return;
             }
             Reply::Close => return,
-            Reply::Answer(answer) => encode(&received.header, &answer),
+            Reply::Answer(answer) => match encode(&received.header, &answer) {
+                Some(frame) => frame,
+                None => return,
+            },
             Reply::CutMidFrame(answer) => {
-                let frame = encode(&received.header, &answer);
+                let Some(frame) = encode(&received.header, &answer) else {
+                    return;
+                };
                 let _ = stream.write_all(&frame[..frame.len() / 2]).await;
                 return;
             }
@@ -227,18 +235,23 @@ fn decode(mut frame: Bytes, connection: usize) -> Option<Received> {
     })
 }
 
-fn encode(request: &RequestHeader, answer: &ResponseKind) -> Bytes {
+/// The answer's frame; `None` (the test's script built an answer its version cannot carry:
+/// printed, and the connection closes) when it does not encode.
+fn encode(request: &RequestHeader, answer: &ResponseKind) -> Option<Bytes> {
     let version = request.request_api_version;
     let header = ResponseHeader::default().with_correlation_id(request.correlation_id);
     let mut body = BytesMut::new();
-    header
+    let encoded = header
         .encode(&mut body, answer.header_version(version))
-        .unwrap();
-    answer.encode(&mut body, version).unwrap();
+        .and_then(|()| answer.encode(&mut body, version));
+    if let Err(e) = encoded {
+        eprintln!("fake broker: cannot encode the answer to {request:?}: {e:#}");
+        return None;
+    }
     let mut frame = BytesMut::with_capacity(4 + body.len());
     frame.put_i32(body.len() as i32);
     frame.put_slice(&body);
-    frame.freeze()
+    Some(frame.freeze())
 }
 
 impl State {
@@ -246,6 +259,9 @@ impl State {
         Some(match &received.body {
             RequestKind::ApiVersions(_) => ResponseKind::ApiVersions(api_versions()),
             RequestKind::Metadata(request) => ResponseKind::Metadata(self.metadata(request)),
+            RequestKind::FindCoordinator(request) => ResponseKind::FindCoordinator(
+                self.coordinator(request, received.header.request_api_version),
+            ),
             RequestKind::InitProducerId(_) => ResponseKind::InitProducerId(
                 InitProducerIdResponse::default()
                     .with_producer_id(1000.into())
@@ -292,6 +308,35 @@ impl State {
                 .with_port(self.port)])
             .with_controller_id(BrokerId(self.node_id))
             .with_topics(topics)
+    }
+
+    /// This broker coordinates every key.
+    fn coordinator(
+        &self,
+        request: &kafka_protocol::messages::FindCoordinatorRequest,
+        version: i16,
+    ) -> FindCoordinatorResponse {
+        // v4+ answers a batch of keys (KIP-699); earlier versions one key, at the top level.
+        if version < 4 {
+            return FindCoordinatorResponse::default()
+                .with_node_id(BrokerId(self.node_id))
+                .with_host(StrBytes::from_string(self.host.clone()))
+                .with_port(self.port);
+        }
+        FindCoordinatorResponse::default().with_coordinators(
+            request
+                .coordinator_keys
+                .iter()
+                .cloned()
+                .map(|key| {
+                    Coordinator::default()
+                        .with_key(key)
+                        .with_node_id(BrokerId(self.node_id))
+                        .with_host(StrBytes::from_string(self.host.clone()))
+                        .with_port(self.port)
+                })
+                .collect(),
+        )
     }
 
     /// Accepts every batch, at the next offsets of its partition's log.
@@ -375,7 +420,7 @@ mod tests {
         assert_eq!(topics.len(), 1);
         assert_eq!(topics[0].partitions.len(), 2);
         assert_eq!(topics[0].partitions[1].leader, 7);
-        assert_eq!(cluster.init_producer_id().await.unwrap(), (1000, 0));
+        assert_eq!(cluster.init_producer_id(None).await.unwrap(), (1000, 0));
         assert_eq!(broker.received_of(ApiKey::Metadata).len(), 1);
     }
 
@@ -395,7 +440,7 @@ mod tests {
             "test",
             Duration::from_secs(1),
         );
-        let err = cluster.init_producer_id().await.unwrap_err();
+        let err = cluster.init_producer_id(None).await.unwrap_err();
         assert!(err.to_string().contains("InitProducerId"), "{err}");
     }
 
