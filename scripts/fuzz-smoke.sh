@@ -66,8 +66,20 @@ for f in testdata/frames/*.bin; do
     case "${BASH_REMATCH[1]}" in
         produce) key=0 ;;
         fetch) key=1 ;;
+        list-offsets) key=2 ;;
         metadata) key=3 ;;
+        offset-commit) key=8 ;;
+        offset-fetch) key=9 ;;
+        find-coordinator) key=10 ;;
+        list-groups) key=16 ;;
         api-versions) key=18 ;;
+        create-topics) key=19 ;;
+        init-producer-id) key=22 ;;
+        describe-acls) key=29 ;;
+        create-acls) key=30 ;;
+        describe-configs) key=32 ;;
+        create-partitions) key=37 ;;
+        incremental-alter-configs) key=44 ;;
         *) die "$f: unknown API ${BASH_REMATCH[1]}" ;;
     esac
     version="${BASH_REMATCH[2]}"
