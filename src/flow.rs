@@ -22,7 +22,7 @@ use crate::mm2::checkpoint::{self, CheckpointConfig};
 use crate::mm2::heartbeat::{self, HeartbeatConfig};
 use crate::mm2::offset_sync;
 use crate::mm2::topic_sync::{
-    apply_configs, ensure_internal_topic, ensure_topics, replicable_configs,
+    apply_configs, ensure_internal_topic, ensure_remote_topics, replicable_configs,
 };
 use crate::offset_map::{OffsetMap, Position, Translations};
 use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
@@ -607,7 +607,15 @@ async fn discover(
                 .unwrap_or_default(),
         })
         .collect();
-    ensure_topics(target, &specs).await?;
+    // A topic the target refused is left out of this discovery (not routed, not known), so
+    // the next one tries again.
+    let refused = ensure_remote_topics(target, &specs).await?;
+    let remote = |name: &String| flow.policy.format_remote_topic(&flow.source, name);
+    wanted.retain(|name, _| !refused.contains(&remote(name)));
+    let changed = changed
+        .into_iter()
+        .filter(|name| !refused.contains(&remote(name)))
+        .collect();
     Ok(Discovered { wanted, changed })
 }
 

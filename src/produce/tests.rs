@@ -417,7 +417,9 @@ async fn within(limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
 async fn an_unreachable_broker_holds_up_neither_the_others_nor_shutdown() {
     let silent = FakeBroker::silent().await;
     let broker = broker_beside(silent.addr.clone()).await;
-    let timeout = Duration::from_secs(3);
+    // Far above what the checks below allow, so that a noisy machine cannot blur the
+    // difference between a dial in the background and one the loop waits for.
+    let timeout = Duration::from_secs(15);
     let target = Cluster::new("target", vec![broker.addr.clone()], "strait", timeout);
     // Progress is committed by the drain only.
     let config = ProduceConfig {
@@ -430,19 +432,19 @@ async fn an_unreachable_broker_holds_up_neither_the_others_nor_shutdown() {
     running.fetched("sa", vec![batch(0, 1)], 2).await;
     let took = within(timeout, || running.position("sa") == 1).await;
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(5),
         "the first batch to broker 1 took {took:?}"
     );
     running.fetched("sa", vec![batch(1, 1)], 2).await;
     let took = within(timeout, || running.position("sa") == 2).await;
     assert!(
-        took < Duration::from_secs(2),
+        took < Duration::from_secs(5),
         "the second batch to broker 1 took {took:?}"
     );
     // The drain does not wait for the batch it cannot send to broker 2 (nor for the 30 s
     // of its timeout): it commits what broker 1 acknowledged and stops.
     let took = running.stop().await;
-    assert!(took < Duration::from_secs(1), "shutdown took {took:?}");
+    assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
     assert_eq!(
         committed(&broker, &TopicPartition::new("sa", 0)),
         Some(2),
@@ -503,12 +505,12 @@ async fn a_huge_throttle_time_is_capped_at_the_request_timeout() {
     until(|| running.stats.borrow_and_update().lag == 1).await;
     let started = Instant::now();
     running.fetched("sa", vec![batch(1, 1)], 2).await;
-    let took = within(Duration::from_secs(5), || {
+    let took = within(Duration::from_secs(20), || {
         running.stats.borrow_and_update().lag == 0
     })
     .await;
     assert!(
-        took < timeout + Duration::from_millis(700),
+        took < timeout + Duration::from_secs(5),
         "throttled for {took:?}, more than the request timeout"
     );
     assert!(
@@ -516,7 +518,7 @@ async fn a_huge_throttle_time_is_capped_at_the_request_timeout() {
         "the throttle was ignored"
     );
     let took = running.stop().await;
-    assert!(took < Duration::from_secs(1), "shutdown took {took:?}");
+    assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
 }
 
 /// CORRUPT_MESSAGE for a batch whose CRC strait recomputed is resent a few times, then its
