@@ -279,7 +279,7 @@ async fn start(
         delivery_timeout: Duration::from_millis(flow.produce_delivery_timeout_ms),
     };
     let translations: Translations = Arc::default();
-    let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();
+    let (syncs_tx, syncs_rx) = offset_sync::queue();
     // The engine has connections of its own: its metadata lookups and Produce requests must
     // not queue behind the CreateTopics and other admin requests of the control path. (The
     // fetcher's sessions get theirs from the fetcher.)

@@ -35,6 +35,17 @@
 //! offset in the gap translates to a target offset that holds no record: a consumer that seeks
 //! there reads the same next record, so the translation is still exact in effect.
 //!
+//! # Bounded memory
+//!
+//! A transactional source adds two points per transaction (its commit marker is a gap), so a
+//! map keeps at most about [`MAX_POINTS`] points exactly. Older points are thinned into a
+//! sparse tail of at most `MAX_SPARSE` (MM2's `OffsetSyncStore` keeps 64 syncs per partition
+//! for the same reason). Offsets at or after the first exact point translate exactly, as
+//! above. An offset below it (a consumer group lagging by more than about `MAX_POINTS / 2`
+//! gaps) translates to the target of the last sparse point at or before it: at or before
+//! the exact answer, so a failed-over group re-reads records but never skips one. Before the
+//! first sparse point nothing translates.
+//!
 //! # Restart
 //!
 //! [`OffsetMap::from_syncs`] rebuilds the map from the `OffsetSync`s read back in the order
@@ -51,7 +62,8 @@
 //! - `target_next` bounds the last run again, so translation is as exact as before the restart.
 //!
 //! This needs one ordering rule from the caller: the syncs that [`OffsetMap::record`] returns
-//! for the batches before a position must be durable before that position is committed. The
+//! for the batches before a position must be durable before that position is committed (the
+//! produce engine commits only what `mm2::offset_sync` reports durable). The
 //! run end that a gap adds is only returned with the batch after the gap; it is not needed
 //! before then, because the position's `target_next` bounds the run. Without a position (or with
 //! an unknown `target_next`) the map falls back to MM2's rule after the last sync, its target
@@ -63,6 +75,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::kafka::TopicPartition;
+
+/// Points a map keeps for exact translation: about 2048 transactions back (32 KiB).
+/// It trims when it holds a quarter more, so trimming costs nothing per batch on average.
+pub const MAX_POINTS: usize = 4096;
+
+/// Older points kept (thinned by half when full) for conservative translation.
+const MAX_SPARSE: usize = 64;
 
 /// Where a source partition stands, as `progress` commits it: everything before
 /// `source_next` is on the target. It bounds the partition's map (see above).
@@ -97,6 +116,9 @@ pub struct Forwarded {
 pub struct OffsetMap {
     /// `(source, target)`: source strictly increasing, target non-decreasing.
     points: Vec<(i64, i64)>,
+    /// Points trimmed off the front of `points`, thinned: below `points` they give
+    /// conservative translations (see "Bounded memory").
+    sparse: Vec<(i64, i64)>,
     /// The source offset after the last batch recorded or skipped; -1 before any.
     source_next: i64,
     /// The target offset after the last replicated record; the run that starts at the last
@@ -111,6 +133,7 @@ impl OffsetMap {
     pub fn new() -> Self {
         OffsetMap {
             points: Vec::new(),
+            sparse: Vec::new(),
             source_next: -1,
             target_next: -1,
             target_known: false,
@@ -157,10 +180,14 @@ impl OffsetMap {
     /// Translates a consumer's committed source offset (the next record it would read) to
     /// the target offset of that same record: the target offset of the first replicated
     /// record at or after `committed`, or the target's next offset if there is none yet.
-    /// `None` if `committed` is before the first point (not replicated by this map).
+    /// `None` if `committed` is before the first point (not replicated by this map). Below the
+    /// points kept exactly, the target of the sparse point before it (see "Bounded memory").
     pub fn translate(&self, committed: i64) -> Option<i64> {
         let i = self.points.partition_point(|&(s, _)| s <= committed);
-        let &(ps, pt) = self.points.get(i.checked_sub(1)?)?;
+        let Some(&(ps, pt)) = i.checked_sub(1).and_then(|i| self.points.get(i)) else {
+            let j = self.sparse.partition_point(|&(s, _)| s <= committed);
+            return self.sparse.get(j.checked_sub(1)?).map(|&(_, t)| t);
+        };
         if committed == ps {
             return Some(pt);
         }
@@ -170,16 +197,6 @@ impl OffsetMap {
             Some(&(_, qt)) => qt,
             None => linear.min(self.target_next),
         })
-    }
-
-    /// Drops the points that translating offsets at or after `min_source` does not need
-    /// (every point before the last one at or before it); the last point always stays.
-    pub fn truncate_before(&mut self, min_source: i64) {
-        let keep_from = self
-            .points
-            .partition_point(|&(s, _)| s <= min_source)
-            .saturating_sub(1);
-        self.points.drain(..keep_from);
     }
 
     /// Rebuilds a map after a restart from the `OffsetSync`s `(upstream, downstream)` of the
@@ -195,13 +212,7 @@ impl OffsetMap {
         }
         if let Some(end) = end.filter(|e| e.source_next >= 0) {
             let target_end = Some(end.target_next).filter(|&t| t >= 0);
-            while map
-                .points
-                .last()
-                .is_some_and(|&(s, t)| s >= end.source_next || target_end.is_some_and(|e| t >= e))
-            {
-                map.points.pop();
-            }
+            map.pop_while(|(s, t)| s >= end.source_next || target_end.is_some_and(|e| t >= e));
             map.source_next = end.source_next;
             if let (Some(target_next), Some(_)) = (target_end, map.points.last()) {
                 map.target_next = target_next;
@@ -295,15 +306,41 @@ impl OffsetMap {
     /// Appends a point, first dropping the points it supersedes (at or after its source, or
     /// past its target), and returns it as a sync.
     fn push(&mut self, source: i64, target: i64, syncs: &mut Vec<(i64, i64)>) {
-        while self
-            .points
-            .last()
-            .is_some_and(|&(s, t)| s >= source || t > target)
-        {
-            self.points.pop();
-        }
+        self.pop_while(|(s, t)| s >= source || t > target);
         self.points.push((source, target));
         syncs.push((source, target));
+        if self.points.len() > MAX_POINTS + MAX_POINTS / 4 {
+            self.trim();
+        }
+    }
+
+    /// Drops the last points (exact, then sparse) while `drop` says so.
+    fn pop_while(&mut self, drop: impl Fn((i64, i64)) -> bool) {
+        for points in [&mut self.points, &mut self.sparse] {
+            while points.last().is_some_and(|&p| drop(p)) {
+                points.pop();
+            }
+            if !points.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// Moves the oldest points past `MAX_POINTS` to the sparse tail, thinning it by half
+    /// whenever it is full; its first point stays, so every offset ever replicated still
+    /// translates.
+    fn trim(&mut self) {
+        let excess = self.points.len() - MAX_POINTS;
+        self.sparse.extend(self.points.drain(..excess));
+        while self.sparse.len() > MAX_SPARSE {
+            let newest = self.sparse.len() - 1;
+            let mut i = 0;
+            self.sparse.retain(|_| {
+                let keep = i == 0 || (newest - i).is_multiple_of(2);
+                i += 1;
+                keep
+            });
+        }
     }
 }
 
@@ -535,27 +572,49 @@ mod tests {
         assert_eq!(m.translate(i64::MAX), Some(10));
     }
 
+    /// Exact translation of a source offset in a stream of transactions of 5 records, each
+    /// followed by its commit marker on the source (strait writes no markers on the target).
+    fn txn_exact(c: i64) -> i64 {
+        let (k, r) = (c / 6, c % 6);
+        if r < 5 {
+            5 * k + r
+        } else {
+            5 * (k + 1)
+        }
+    }
+
     #[test]
-    fn truncate_before_keeps_what_later_offsets_need() {
+    fn long_transactional_stream_stays_bounded() {
         let mut m = OffsetMap::new();
-        m.record(&fwd(0, 9, 10, 0));
-        m.record(&fwd(20, 29, 10, 10));
-        m.record(&fwd(40, 49, 10, 20));
-        assert_eq!(m.len(), 5);
-        let before: Vec<_> = translations(&m, 25..60);
-        m.truncate_before(10); // the greatest point at or before 10 is (9, 9)
-        assert_eq!(m.points()[0], (9, 9));
-        assert_eq!(m.translate(9), Some(9));
-        assert_eq!(m.translate(8), None);
-        m.truncate_before(25);
-        assert_eq!(m.points(), &[(20, 10), (29, 19), (40, 20)]);
-        assert_eq!(translations(&m, 25..60), before);
-        m.truncate_before(i64::MAX);
-        assert_eq!(m.points(), &[(40, 20)]);
-        assert_eq!(m.translate(45), Some(25));
-        assert_eq!(m.translate(60), Some(30));
-        m.truncate_before(0);
-        assert_eq!(m.len(), 1);
+        let mut syncs = Vec::new();
+        let transactions = 50_000i64;
+        for k in 0..transactions {
+            syncs.extend(m.record(&fwd(6 * k, 6 * k + 4, 5, 5 * k)));
+            assert!(m.len() <= MAX_POINTS + MAX_POINTS / 4, "{} points", m.len());
+            assert!(m.sparse.len() <= MAX_SPARSE);
+        }
+        let first = m.points()[0].0;
+        assert!(first > 6 * (transactions - MAX_POINTS as i64), "{first}");
+        // Exact from the first point kept on, conservative (re-reads, never skips) below it.
+        for c in first..6 * transactions + 3 {
+            assert_eq!(
+                m.translate(c),
+                Some(txn_exact(c).min(5 * transactions)),
+                "{c}"
+            );
+        }
+        for c in (0..first).step_by(97).chain([first - 1]) {
+            let got = m.translate(c).unwrap();
+            assert!(
+                got <= txn_exact(c),
+                "translate({c}) = {got} > {}",
+                txn_exact(c)
+            );
+        }
+        assert_eq!(m.translate(-1), None);
+        // The map rebuilt from every sync ever written is bounded the same way.
+        let rebuilt = OffsetMap::from_syncs(syncs, Some(m.position()));
+        assert_eq!(rebuilt, m);
     }
 
     #[test]
@@ -884,20 +943,6 @@ mod tests {
         }
 
         #[test]
-        fn prop_truncate_keeps_later_translations(
-            steps in prop::collection::vec(arb_step(true, false), 0..25),
-            min in 0i64..120,
-        ) {
-            let r = replay(0, &steps);
-            let mut t = r.map.clone();
-            t.truncate_before(min);
-            prop_assert!(!t.is_empty() || r.map.is_empty());
-            for c in min..min + 60 {
-                prop_assert_eq!(t.translate(c), r.map.translate(c));
-            }
-        }
-
-        #[test]
         fn prop_restart_from_committed_position(
             steps in prop::collection::vec(arb_step(true, false), 1..20),
             cut in any::<prop::sample::Index>(),
@@ -937,6 +982,35 @@ mod tests {
             check_exact(&model, &map, true)?;
             let rebuilt = OffsetMap::from_syncs(syncs, Some(map.position()));
             check_exact(&model, &rebuilt, true)?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(8))]
+
+        /// Streams long enough to be trimmed: exact translation from the first point kept on,
+        /// never past the exact record below it.
+        #[test]
+        fn prop_trimmed_map_is_exact_above_and_conservative_below(
+            steps in prop::collection::vec(arb_step(false, false), 4_000..6_000),
+        ) {
+            let r = replay(0, &steps);
+            let Some(&(first, _)) = r.map.points().first() else { return Ok(()) };
+            let last = r.records.last().map_or(0, |&(s, _)| s);
+            // The exact answers, by one walk over the records.
+            let mut next = r.records.iter().peekable();
+            for c in 0..last + 4 {
+                while next.peek().is_some_and(|&&(s, _)| s < c) {
+                    next.next();
+                }
+                let want = next.peek().map_or(r.target_end, |&&(_, t)| t);
+                match r.map.translate(c) {
+                    Some(got) if c >= first => prop_assert_eq!(got, want, "translate({})", c),
+                    Some(got) => prop_assert!(got <= want, "translate({}) = {} > {}", c, got, want),
+                    None => prop_assert!(c < r.records[0].0, "translate({}) = None", c),
+                }
+            }
+            prop_assert!(r.map.len() <= MAX_POINTS + MAX_POINTS / 4);
         }
     }
 

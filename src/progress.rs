@@ -7,12 +7,18 @@
 //! Record layout (big-endian, no headers, partition 0), in MM2's encoding (`mm2::records`):
 //! key = STRING source topic, INT32 partition; value = INT16 version (0), INT64 next source
 //! offset, INT64 next target offset (-1 if unknown).
+//!
+//! One commit may hold a position per replicated partition: [`encode_batches`] splits it into
+//! batches the topic accepts (its `max.message.bytes`, see [`batch_bytes`]), since a refused
+//! batch would stop the progress partition and nothing would be durable again.
 
 use std::collections::HashMap;
+use std::ops::Range;
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::batch::RawBatch;
+use crate::kafka::admin::topic_configs;
 use crate::kafka::log_reader::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::records::{self, encode_partition_key, Part, Reader};
@@ -54,13 +60,63 @@ pub fn decode(key: &[u8], value: &[u8]) -> Option<(TopicPartition, Position)> {
     ))
 }
 
-/// One uncompressed batch holding a progress record per position.
-pub fn encode(positions: &[(TopicPartition, Position)], timestamp: i64) -> RawBatch {
-    let encoded: Vec<(Bytes, Bytes)> = positions
-        .iter()
-        .map(|(tp, pos)| (encode_partition_key(tp), encode_value(pos)))
-        .collect();
-    records::batch(&encoded, timestamp)
+/// Bytes of one progress batch at most, unless the topic allows less: a quarter of the
+/// 1 MiB a topic takes by default (`max.message.bytes`), so that brokers and topics with
+/// somewhat smaller limits take it too.
+pub const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+/// A record's bytes besides its key and value, at most for strait's small records (length,
+/// attributes, timestamp and offset deltas, key and value lengths, header count: varints).
+const RECORD_OVERHEAD: usize = 24;
+
+/// The v2 batch header.
+const BATCH_HEADER: usize = 61;
+
+/// The uncompressed batches holding a progress record per position, each at most
+/// `max_bytes` long (a record that alone is longer goes alone), with the range of
+/// `positions` each holds.
+pub fn encode_batches(
+    positions: &[(TopicPartition, Position)],
+    max_bytes: usize,
+    timestamp: i64,
+) -> Vec<(RawBatch, Range<usize>)> {
+    let mut out = Vec::new();
+    let mut records: Vec<(Bytes, Bytes)> = Vec::new();
+    let mut start = 0;
+    let mut bytes = BATCH_HEADER;
+    for (i, (tp, pos)) in positions.iter().enumerate() {
+        let record = (encode_partition_key(tp), encode_value(pos));
+        let size = record.0.len() + record.1.len() + RECORD_OVERHEAD;
+        if bytes + size > max_bytes && !records.is_empty() {
+            out.push((records::batch(&records, timestamp), start..i));
+            records.clear();
+            start = i;
+            bytes = BATCH_HEADER;
+        }
+        bytes += size;
+        records.push(record);
+    }
+    if !records.is_empty() {
+        out.push((records::batch(&records, timestamp), start..positions.len()));
+    }
+    out
+}
+
+/// The largest progress batch `topic` on `target` accepts: its `max.message.bytes` when set
+/// on the topic, at most [`MAX_BATCH_BYTES`]. A topic that does not exist yet (strait creates
+/// it with the defaults) or whose configs cannot be read gets [`MAX_BATCH_BYTES`].
+pub async fn batch_bytes(target: &Cluster, topic: &str) -> usize {
+    let limit = match topic_configs(target, &[topic.to_string()]).await {
+        Ok(configs) => configs
+            .get(topic)
+            .and_then(|c| c.get("max.message.bytes"))
+            .and_then(|v| v.parse::<usize>().ok()),
+        Err(e) => {
+            tracing::debug!(topic, error = %e, "progress topic configs not read; default batch size");
+            None
+        }
+    };
+    limit.map_or(MAX_BATCH_BYTES, |l| l.min(MAX_BATCH_BYTES))
 }
 
 /// Reads the whole progress topic (to its current end) and returns the last position per
@@ -104,13 +160,49 @@ mod tests {
             None
         );
         assert_eq!(decode(&[0xff, 0xff], &encode_value(&pos)), None);
-        let batch = encode(&[(tp.clone(), pos)], 5);
-        let decoded = decode_uncompressed(&batch).unwrap();
+        let batches = encode_batches(&[(tp.clone(), pos)], MAX_BATCH_BYTES, 5);
+        assert_eq!(batches.len(), 1);
+        assert_eq!(batches[0].1, 0..1);
+        let decoded = decode_uncompressed(&batches[0].0).unwrap();
         assert_eq!(decoded.len(), 1);
         let (k, v) = (
             decoded[0].key.clone().unwrap(),
             decoded[0].value.clone().unwrap(),
         );
         assert_eq!(decode(&k, &v), Some((tp, pos)));
+    }
+
+    #[test]
+    fn batches_stay_within_the_limit() {
+        // 20 000 partitions: one batch of them is over 1 MiB, which a default topic refuses.
+        let positions: Vec<(TopicPartition, Position)> = (0..20_000)
+            .map(|p| {
+                let pos = Position {
+                    source_next: i64::from(p) * 1_000,
+                    target_next: i64::from(p) * 999,
+                };
+                (TopicPartition::new("orders-with-a-longer-name", p), pos)
+            })
+            .collect();
+        for max in [2048, 64 * 1024, MAX_BATCH_BYTES] {
+            let batches = encode_batches(&positions, max, 7);
+            assert!(batches.len() > 1);
+            let mut next = 0;
+            for (batch, range) in &batches {
+                assert!(batch.len() <= max, "{} > {max}", batch.len());
+                assert_eq!(range.start, next);
+                next = range.end;
+                let decoded = decode_uncompressed(batch).unwrap();
+                assert_eq!(decoded.len(), range.len());
+                for (r, (tp, pos)) in decoded.iter().zip(&positions[range.clone()]) {
+                    let (k, v) = (r.key.clone().unwrap(), r.value.clone().unwrap());
+                    assert_eq!(decode(&k, &v), Some((tp.clone(), *pos)));
+                }
+            }
+            assert_eq!(next, positions.len());
+        }
+        // A limit below one record still makes progress: one record per batch.
+        assert_eq!(encode_batches(&positions[..3], 10, 7).len(), 3);
+        assert!(encode_batches(&[], 10, 7).is_empty());
     }
 }

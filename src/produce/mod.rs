@@ -32,11 +32,13 @@ use crate::fetch::{Chunk, FetchEvent, Fetcher};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::{Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
-use crate::mm2::OffsetSync;
+use crate::mm2::offset_sync::SyncSender;
 use crate::now_ms;
 use crate::offset_map::{Forwarded, Position, Translations};
 use crate::progress;
 
+#[cfg(test)]
+mod commit_tests;
 mod partition;
 #[cfg(test)]
 mod tests;
@@ -143,10 +145,13 @@ pub struct Engine {
     topic_ids: HashMap<Arc<str>, uuid::Uuid>,
     /// The flow's offset maps, fed from every acknowledgement.
     translations: Translations,
-    /// Where the breakpoints of the offset maps go, as MM2 offset syncs.
-    syncs: mpsc::UnboundedSender<OffsetSync>,
+    /// Where the breakpoints of the offset maps go, as MM2 offset syncs, and which positions
+    /// their durable syncs cover (all that `commit` may write).
+    syncs: SyncSender,
     /// The source side, told to stop reading the partitions the target refuses.
     fetcher: Fetcher,
+    /// Bytes of one progress record batch at most (`progress::batch_bytes`).
+    progress_batch_bytes: usize,
 }
 
 /// `produce.coalesce.bytes` merges batches of at most this fraction of it: re-framing the
@@ -163,12 +168,14 @@ impl Engine {
         config: ProduceConfig,
         progress_topic: &str,
         translations: Translations,
-        syncs: mpsc::UnboundedSender<OffsetSync>,
+        syncs: SyncSender,
         fetcher: Fetcher,
     ) -> Result<Engine, KafkaError> {
-        let producer = target
-            .init_producer_id(config.transactional_id.as_deref())
-            .await?;
+        let (producer, progress_batch_bytes) = tokio::join!(
+            target.init_producer_id(config.transactional_id.as_deref()),
+            progress::batch_bytes(&target, progress_topic)
+        );
+        let producer = producer?;
         let progress_tp = TopicPartition::new(progress_topic, 0);
         let mut engine = Engine {
             target,
@@ -194,6 +201,7 @@ impl Engine {
             translations,
             syncs,
             fetcher,
+            progress_batch_bytes,
         };
         engine
             .parts
@@ -253,13 +261,17 @@ impl Engine {
         // again on the next start.
         drop(events);
         let deadline = Instant::now() + self.config.drain_timeout;
+        let syncs_deadline = Instant::now() + self.config.drain_timeout / 2;
         let mut committed = false;
         while Instant::now() < deadline {
             let data_idle =
                 self.parts.iter().enumerate().all(|(i, p)| {
                     i == self.progress_part || p.idle() || p.stopped || self.stranded(p)
                 });
-            if data_idle && !committed {
+            // The last commit waits for the syncs of the last batches (half the drain at most:
+            // a syncs topic that cannot be written then leaves the positions they cover).
+            let syncs_done = self.syncs.settled() || Instant::now() >= syncs_deadline;
+            if data_idle && syncs_done && !committed {
                 self.commit();
                 committed = true;
             }
@@ -377,16 +389,18 @@ impl Engine {
         }
     }
 
-    /// Queues one progress record batch holding every position acked since the last commit.
+    /// Queues progress record batches holding every position acked since the last commit,
+    /// as far as durable offset syncs cover it (a position whose syncs are still being
+    /// written waits for a later tick), each batch within the progress topic's limit.
     fn commit(&mut self) {
         let changed: Vec<(usize, Position)> = self
             .parts
             .iter()
             .enumerate()
-            .filter(|(i, p)| {
-                *i != self.progress_part && p.acked != p.committed && p.acked.source_next >= 0
-            })
-            .map(|(i, p)| (i, p.acked))
+            .filter(|(i, _)| *i != self.progress_part)
+            .filter_map(|(i, p)| Some((i, p, self.syncs.durable(&p.source)?)))
+            .filter(|(_, p, pos)| *pos != p.committed && pos.source_next >= 0)
+            .map(|(i, _, pos)| (i, pos))
             .collect();
         if changed.is_empty() {
             return;
@@ -395,12 +409,18 @@ impl Engine {
             .iter()
             .map(|(i, pos)| (self.parts[*i].source.clone(), *pos))
             .collect();
-        let batch = progress::encode(&records, now_ms());
+        let batches = progress::encode_batches(&records, self.progress_batch_bytes, now_ms());
         let part = &mut self.parts[self.progress_part];
-        part.queue.push_back(Entry {
-            commits: changed,
-            ..Entry::new(Some(batch), -1, Vec::new())
-        });
+        // One commit waits at most: the new one replaces what was never sent (its positions
+        // are as new or newer), or a target outage would queue a whole commit per tick.
+        // Batches sent once keep their place and their sequences.
+        part.queue.retain(|e| e.seq.is_some());
+        for (batch, range) in batches {
+            part.queue.push_back(Entry {
+                commits: changed[range].to_vec(),
+                ..Entry::new(Some(batch), -1, Vec::new())
+            });
+        }
     }
 
     /// Builds and sends one request per target broker that has room, as long as batches
@@ -736,6 +756,7 @@ impl Engine {
         let mut acked = self.parts[i].acked;
         let mut maps = self.translations.lock().unwrap();
         let map = maps.entry(self.parts[i].source.clone()).or_default();
+        let mut syncs = Vec::new();
         for (e, target_base) in done {
             match (&e.batch, target_base) {
                 // A batch written at an offset the target did not say (-1) still moves the
@@ -753,13 +774,7 @@ impl Engine {
                         target_base: tbase.unwrap_or(-1),
                         holes: e.offset_deltas.clone(),
                     };
-                    for (upstream, downstream) in map.record(&forwarded) {
-                        let _ = self.syncs.send(OffsetSync {
-                            topic_partition: self.parts[i].source.clone(),
-                            upstream_offset: upstream,
-                            downstream_offset: downstream,
-                        });
-                    }
+                    syncs.extend(map.record(&forwarded));
                     acked = Position {
                         source_next: e.source_next,
                         // `settle` gives only target offsets whose batch end fits.
@@ -782,10 +797,13 @@ impl Engine {
                 self.parts[j].committed = pos;
             }
         }
-        drop(maps);
         if data {
+            self.syncs.add(&self.parts[i].source, syncs, acked, || {
+                map.points().to_vec()
+            });
             self.parts[i].acked = acked;
         }
+        drop(maps);
     }
 
     /// Puts failed partitions back on their feet once their outstanding requests are back,

@@ -20,6 +20,7 @@ use super::*;
 use crate::batch::{decode_uncompressed, encode_batch, OwnRecord};
 use crate::fetch::Fetched;
 use crate::kafka::fake_broker::{FakeBroker, Received, Reply};
+use crate::mm2::offset_sync;
 
 const PROGRESS: &str = "progress";
 
@@ -182,12 +183,30 @@ struct Running {
     shutdown: CancellationToken,
     task: JoinHandle<Result<Stats, KafkaError>>,
     buffer: Arc<Semaphore>,
+    /// The source side's broker, holding the offset syncs topic the engine's syncs go to
+    /// (progress is committed only once they are written).
+    _syncs_broker: FakeBroker,
 }
 
 impl Running {
     async fn start(target: Cluster, config: ProduceConfig, routes: &[(&str, &str)]) -> Running {
         let translations = Translations::default();
-        let (syncs, _) = mpsc::unbounded_channel();
+        const SYNCS: &str = "mm2-offset-syncs.target.internal";
+        let syncs_broker = FakeBroker::start(1, &[(SYNCS, 1)], |_| Reply::Default).await;
+        let source = Cluster::new(
+            "source",
+            vec![syncs_broker.addr.clone()],
+            "strait",
+            target.timeout(),
+        );
+        let (syncs, syncs_rx) = offset_sync::queue();
+        tokio::spawn(offset_sync::run(
+            Arc::new(source),
+            SYNCS.into(),
+            1,
+            syncs_rx,
+            CancellationToken::new(),
+        ));
         let mut engine = Engine::new(
             Arc::new(target),
             config,
@@ -217,6 +236,7 @@ impl Running {
             shutdown,
             task,
             buffer: Arc::new(Semaphore::new(1000)),
+            _syncs_broker: syncs_broker,
         }
     }
 

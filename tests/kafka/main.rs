@@ -8,8 +8,10 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod durable_syncs;
 mod fencing;
 mod harness;
 mod mm2_parity;
+mod progress_batches;
 mod replication;
 mod source_log;
