@@ -25,7 +25,7 @@ fn committed(
     block_on(progress::load(&client(target), progress_topic))
         .unwrap_or_default()
         .get(tp)
-        .copied()
+        .map(|(pos, _)| *pos)
 }
 
 /// Whether `topic` exists on `cluster`.
