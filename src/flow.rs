@@ -24,7 +24,7 @@ use crate::mm2::offset_sync;
 use crate::mm2::topic_sync::{
     apply_configs, ensure_internal_topic, ensure_remote_topics, replicable_configs,
 };
-use crate::offset_map::{OffsetMap, Position, Translations};
+use crate::offset_map::{Lineage, OffsetMap, Position, Translations};
 use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
 use crate::progress;
 
@@ -250,8 +250,8 @@ struct Running {
     /// Stopped once the engine (the only sender of syncs) is gone: it writes what is queued.
     syncs: Tasks,
     syncs_shutdown: CancellationToken,
-    /// Committed positions restored at start-up.
-    resume: HashMap<TopicPartition, Position>,
+    /// Committed positions restored at start-up, with the source log each was taken from.
+    resume: HashMap<TopicPartition, (Position, Lineage)>,
     /// The progress topic does not exist yet (a first start).
     create_progress: bool,
     progress_topic: String,
@@ -339,7 +339,7 @@ async fn start(
     // Offset maps as they were: the syncs written so far, bounded by the committed positions.
     *translations.lock().unwrap() = resume
         .iter()
-        .map(|(tp, pos)| {
+        .map(|(tp, (pos, _))| {
             let syncs = written.get(tp).cloned().unwrap_or_default();
             (tp.clone(), OffsetMap::from_syncs(syncs, Some(*pos)))
         })
@@ -556,7 +556,8 @@ impl Running {
 /// and which of them are new or grew since `known` (their remote twins now exist on the
 /// target).
 struct Discovered {
-    wanted: BTreeMap<String, i32>,
+    /// Partition count and topic id (nil if the source gives none).
+    wanted: BTreeMap<String, (i32, uuid::Uuid)>,
     changed: Vec<String>,
 }
 
@@ -569,18 +570,18 @@ async fn discover(
     known: &HashMap<String, i32>,
 ) -> Result<Discovered, KafkaError> {
     let topics = source.metadata(None).await?;
-    let mut wanted: BTreeMap<String, i32> = BTreeMap::new();
+    let mut wanted: BTreeMap<String, (i32, uuid::Uuid)> = BTreeMap::new();
     for t in topics
         .iter()
         .filter(|t| t.error_code == 0 && !t.is_internal)
     {
         if replicates(flow, &t.name) {
-            wanted.insert(t.name.clone(), t.partitions.len() as i32);
+            wanted.insert(t.name.clone(), (t.partitions.len() as i32, t.id));
         }
     }
     let changed: Vec<String> = wanted
         .iter()
-        .filter(|(name, count)| known.get(*name) != Some(count))
+        .filter(|(name, (count, _))| known.get(*name) != Some(count))
         .map(|(name, _)| name.clone())
         .collect();
     if changed.is_empty() {
@@ -595,7 +596,7 @@ async fn discover(
         .iter()
         .map(|name| TopicSpec {
             name: flow.policy.format_remote_topic(&flow.source, name),
-            partitions: wanted[name],
+            partitions: wanted[name].0,
             replication_factor: flow.replication_factor,
             configs: configs
                 .get(name)
@@ -624,12 +625,12 @@ async fn discover(
 fn assign(
     flow: &FlowConfig,
     found: Discovered,
-    resume: &HashMap<TopicPartition, Position>,
+    resume: &HashMap<TopicPartition, (Position, Lineage)>,
     known: &mut HashMap<String, i32>,
     fetcher: &Fetcher,
     commands: &mpsc::UnboundedSender<Command>,
 ) -> Vec<String> {
-    for (name, count) in &found.wanted {
+    for (name, (count, topic_id)) in &found.wanted {
         let before = known.get(name).copied().unwrap_or(0);
         if before == *count {
             continue;
@@ -638,13 +639,27 @@ fn assign(
         let topic: Arc<str> = Arc::from(name.as_str());
         for partition in before..*count {
             let source_tp = TopicPartition::new(topic.clone(), partition);
-            let position = resume.get(&source_tp).copied();
+            let resumed = resume.get(&source_tp).copied();
+            // The engine commits the log it reads now; the fetcher compares it with the one
+            // the position was taken from.
+            let same_log = resumed.is_some_and(|(_, from)| from.topic_id == *topic_id);
+            let lineage = Lineage {
+                topic_id: *topic_id,
+                leader_epoch: resumed
+                    .filter(|_| same_log)
+                    .map_or(-1, |(_, from)| from.leader_epoch),
+            };
             let _ = commands.send(Command::Route(Route {
                 source: source_tp.clone(),
                 target: TopicPartition::new(remote.clone(), partition),
-                resume: position,
+                resume: resumed.map(|(pos, _)| pos),
+                lineage,
             }));
-            fetcher.assign(source_tp, position.map(|p| p.source_next));
+            fetcher.assign(
+                source_tp,
+                resumed.map(|(pos, _)| pos.source_next),
+                resumed.map(|(_, from)| from),
+            );
         }
         tracing::info!(topic = %name, remote = %remote, partitions = *count, from_partition = before, "replicating");
         known.insert(name.clone(), *count);

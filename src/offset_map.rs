@@ -92,6 +92,26 @@ pub struct Position {
     pub target_next: i64,
 }
 
+/// Which source log a position belongs to, so that a restart can tell whether the log it
+/// resumes in is still the one it left: the topic's id (another id under the same name is a
+/// re-created topic) and the partition leader epoch of the last batch before the position
+/// (the leader checks its log against it, KIP-320, and answers with the divergence point if
+/// it was truncated meanwhile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lineage {
+    /// Nil when unknown (brokers before Kafka 2.8 give no ids).
+    pub topic_id: uuid::Uuid,
+    /// -1 when unknown (nothing fetched yet).
+    pub leader_epoch: i32,
+}
+
+impl Lineage {
+    pub const UNKNOWN: Lineage = Lineage {
+        topic_id: uuid::Uuid::nil(),
+        leader_epoch: -1,
+    };
+}
+
 /// One forwarded batch as the target acknowledged it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Forwarded {

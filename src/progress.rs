@@ -5,8 +5,11 @@
 //! to its end; the last record per key wins.
 //!
 //! Record layout (big-endian, no headers, partition 0), in MM2's encoding (`mm2::records`):
-//! key = STRING source topic, INT32 partition; value = INT16 version (0), INT64 next source
-//! offset, INT64 next target offset (-1 if unknown).
+//! key = STRING source topic, INT32 partition; value = INT16 version (1), INT64 next source
+//! offset, INT64 next target offset (-1 if unknown), then the source log the position was
+//! taken from ([`Lineage`]): INT32 partition leader epoch of the last batch before it (-1 if
+//! unknown), UUID (16 bytes) source topic id (nil if unknown). Version 0 values (written by
+//! earlier releases) end after the target offset and are read with an unknown lineage.
 //!
 //! One commit may hold a position per replicated partition: [`encode_batches`] splits it into
 //! batches the topic accepts (its `max.message.bytes`, see [`batch_bytes`]), since a refused
@@ -22,7 +25,7 @@ use crate::kafka::admin::topic_configs;
 use crate::kafka::log_reader::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::records::{self, encode_partition_key, Part, Reader};
-use crate::offset_map::Position;
+use crate::offset_map::{Lineage, Position};
 
 /// The progress topic of a flow whose source is `source_alias`.
 pub fn topic_name(source_alias: &str) -> String {
@@ -32,24 +35,45 @@ pub fn topic_name(source_alias: &str) -> String {
 /// The record name in decoding errors.
 const RECORD: &str = "StraitProgress";
 
-pub fn encode_value(pos: &Position) -> Bytes {
-    let mut b = BytesMut::with_capacity(18);
-    b.put_i16(0);
+/// The value version this release writes.
+const VALUE_VERSION: i16 = 1;
+
+pub fn encode_value(pos: &Position, lineage: &Lineage) -> Bytes {
+    let mut b = BytesMut::with_capacity(38);
+    b.put_i16(VALUE_VERSION);
     b.put_i64(pos.source_next);
     b.put_i64(pos.target_next);
+    b.put_i32(lineage.leader_epoch);
+    b.put_u128(lineage.topic_id.as_u128());
     b.freeze()
 }
 
+/// One progress record: a source partition, its position and the log it was taken from.
+pub type Committed = (TopicPartition, Position, Lineage);
+
 /// Decodes one progress record; `None` for bytes that are not one (foreign or newer version).
-pub fn decode(key: &[u8], value: &[u8]) -> Option<(TopicPartition, Position)> {
+pub fn decode(key: &[u8], value: &[u8]) -> Option<Committed> {
     let mut k = Reader::new(RECORD, Part::Key, key);
     let topic = k.string("topic").ok()?;
     let partition = k.i32("partition").ok()?;
     k.finish().ok()?;
     let mut v = Reader::new(RECORD, Part::Value, value);
-    v.version().ok()?;
+    let version = v.i16("version").ok()?;
     let source_next = v.i64("source_next").ok()?;
     let target_next = v.i64("target_next").ok()?;
+    let lineage = match version {
+        0 => Lineage::UNKNOWN,
+        VALUE_VERSION => {
+            let leader_epoch = v.i32("leader_epoch").ok()?;
+            let high = v.i64("topic_id").ok()? as u64;
+            let low = v.i64("topic_id").ok()? as u64;
+            Lineage {
+                topic_id: uuid::Uuid::from_u64_pair(high, low),
+                leader_epoch,
+            }
+        }
+        _ => return None,
+    };
     v.finish().ok()?;
     Some((
         TopicPartition::new(topic, partition),
@@ -57,6 +81,7 @@ pub fn decode(key: &[u8], value: &[u8]) -> Option<(TopicPartition, Position)> {
             source_next,
             target_next,
         },
+        lineage,
     ))
 }
 
@@ -76,7 +101,7 @@ const BATCH_HEADER: usize = 61;
 /// `max_bytes` long (a record that alone is longer goes alone), with the range of
 /// `positions` each holds.
 pub fn encode_batches(
-    positions: &[(TopicPartition, Position)],
+    positions: &[Committed],
     max_bytes: usize,
     timestamp: i64,
 ) -> Vec<(RawBatch, Range<usize>)> {
@@ -84,8 +109,8 @@ pub fn encode_batches(
     let mut records: Vec<(Bytes, Bytes)> = Vec::new();
     let mut start = 0;
     let mut bytes = BATCH_HEADER;
-    for (i, (tp, pos)) in positions.iter().enumerate() {
-        let record = (encode_partition_key(tp), encode_value(pos));
+    for (i, (tp, pos, lineage)) in positions.iter().enumerate() {
+        let record = (encode_partition_key(tp), encode_value(pos, lineage));
         let size = record.0.len() + record.1.len() + RECORD_OVERHEAD;
         if bytes + size > max_bytes && !records.is_empty() {
             out.push((records::batch(&records, timestamp), start..i));
@@ -120,16 +145,17 @@ pub async fn batch_bytes(target: &Cluster, topic: &str) -> usize {
 }
 
 /// Reads the whole progress topic (to its current end) and returns the last position per
-/// source partition. A missing topic means a first start: no progress.
+/// source partition, with the log it was taken from. A missing topic means a first start:
+/// no progress.
 pub async fn load(
     target: &Cluster,
     topic: &str,
-) -> Result<HashMap<TopicPartition, Position>, KafkaError> {
+) -> Result<HashMap<TopicPartition, (Position, Lineage)>, KafkaError> {
     let tp = TopicPartition::new(topic, 0);
     let mut out = HashMap::new();
     for (_, key, value) in read_keyed_records(target, &tp).await?.unwrap_or_default() {
-        if let Some((source, pos)) = decode(&key, &value) {
-            out.insert(source, pos);
+        if let Some((source, pos, lineage)) = decode(&key, &value) {
+            out.insert(source, (pos, lineage));
         }
     }
     Ok(out)
@@ -140,6 +166,11 @@ mod tests {
     use super::*;
     use crate::batch::decode_uncompressed;
 
+    const LINEAGE: Lineage = Lineage {
+        topic_id: uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
+        leader_epoch: 7,
+    };
+
     #[test]
     fn records_round_trip() {
         let tp = TopicPartition::new("orders", 7);
@@ -147,20 +178,24 @@ mod tests {
             source_next: 1234,
             target_next: 99,
         };
+        let value = encode_value(&pos, &LINEAGE);
         assert_eq!(
-            decode(&encode_partition_key(&tp), &encode_value(&pos)),
-            Some((tp.clone(), pos))
+            decode(&encode_partition_key(&tp), &value),
+            Some((tp.clone(), pos, LINEAGE))
         );
         assert_eq!(
             &encode_partition_key(&tp)[..],
             &[0, 6, b'o', b'r', b'd', b'e', b'r', b's', 0, 0, 0, 7]
         );
+        assert_eq!(&value[..2], &[0, 1], "version 1");
+        assert_eq!(&value[18..22], &[0, 0, 0, 7], "leader epoch");
         assert_eq!(
-            decode(&encode_partition_key(&tp)[..5], &encode_value(&pos)),
-            None
+            value[22..],
+            0x0123_4567_89ab_cdef_0011_2233_4455_6677u128.to_be_bytes()
         );
-        assert_eq!(decode(&[0xff, 0xff], &encode_value(&pos)), None);
-        let batches = encode_batches(&[(tp.clone(), pos)], MAX_BATCH_BYTES, 5);
+        assert_eq!(decode(&encode_partition_key(&tp)[..5], &value), None);
+        assert_eq!(decode(&[0xff, 0xff], &value), None);
+        let batches = encode_batches(&[(tp.clone(), pos, LINEAGE)], MAX_BATCH_BYTES, 5);
         assert_eq!(batches.len(), 1);
         assert_eq!(batches[0].1, 0..1);
         let decoded = decode_uncompressed(&batches[0].0).unwrap();
@@ -169,19 +204,44 @@ mod tests {
             decoded[0].key.clone().unwrap(),
             decoded[0].value.clone().unwrap(),
         );
-        assert_eq!(decode(&k, &v), Some((tp, pos)));
+        assert_eq!(decode(&k, &v), Some((tp, pos, LINEAGE)));
+    }
+
+    /// Progress written by earlier releases (version 0) resumes, with no lineage to check.
+    #[test]
+    fn version_0_values_read_with_an_unknown_lineage() {
+        let tp = TopicPartition::new("orders", 7);
+        let mut v0 = vec![0, 0];
+        v0.extend(1234i64.to_be_bytes());
+        v0.extend(99i64.to_be_bytes());
+        let pos = Position {
+            source_next: 1234,
+            target_next: 99,
+        };
+        assert_eq!(
+            decode(&encode_partition_key(&tp), &v0),
+            Some((tp.clone(), pos, Lineage::UNKNOWN))
+        );
+        // Anything after a version 0 value, or a version this release does not know, is
+        // not a progress record.
+        v0.push(0);
+        assert_eq!(decode(&encode_partition_key(&tp), &v0), None);
+        let mut v2 = encode_value(&pos, &LINEAGE).to_vec();
+        v2[1] = 2;
+        assert_eq!(decode(&encode_partition_key(&tp), &v2), None);
     }
 
     #[test]
     fn batches_stay_within_the_limit() {
         // 20 000 partitions: one batch of them is over 1 MiB, which a default topic refuses.
-        let positions: Vec<(TopicPartition, Position)> = (0..20_000)
+        let positions: Vec<Committed> = (0..20_000)
             .map(|p| {
                 let pos = Position {
                     source_next: i64::from(p) * 1_000,
                     target_next: i64::from(p) * 999,
                 };
-                (TopicPartition::new("orders-with-a-longer-name", p), pos)
+                let tp = TopicPartition::new("orders-with-a-longer-name", p);
+                (tp, pos, LINEAGE)
             })
             .collect();
         for max in [2048, 64 * 1024, MAX_BATCH_BYTES] {
@@ -194,9 +254,9 @@ mod tests {
                 next = range.end;
                 let decoded = decode_uncompressed(batch).unwrap();
                 assert_eq!(decoded.len(), range.len());
-                for (r, (tp, pos)) in decoded.iter().zip(&positions[range.clone()]) {
+                for (r, committed) in decoded.iter().zip(&positions[range.clone()]) {
                     let (k, v) = (r.key.clone().unwrap(), r.value.clone().unwrap());
-                    assert_eq!(decode(&k, &v), Some((tp.clone(), *pos)));
+                    assert_eq!(decode(&k, &v).as_ref(), Some(committed));
                 }
             }
             assert_eq!(next, positions.len());

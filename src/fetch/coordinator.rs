@@ -210,7 +210,7 @@ impl Coordinator {
                     topic_id,
                     leader_epoch,
                     offset,
-                    last_epoch: a.origin.map_or(-1, |o| o.last_epoch),
+                    last_epoch: a.origin.map_or(-1, |o| o.leader_epoch),
                 };
                 let order = SessionOrder::Place(placed);
                 if let Err(mpsc::error::SendError(order)) = self.session(leader, rehome).send(order)

@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::batch::{renumber, BatchError, RawBatch};
 use crate::config::OffsetReset;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::offset_map::Lineage;
 use coordinator::Coordinator;
 
 /// Fetch knobs, from the flow's configuration.
@@ -125,19 +126,9 @@ pub enum FetchError {
 struct Assignment {
     tp: TopicPartition,
     offset: Option<i64>,
-    /// What the position was fetched from, for a partition a session hands back; `None`
-    /// for a position the flow gives (its progress does not keep it).
-    origin: Option<Origin>,
-}
-
-/// The log a fetch position belongs to.
-#[derive(Debug, Clone, Copy)]
-struct Origin {
-    /// The topic's id: another id under the same name is a re-created topic, a new log.
-    topic_id: uuid::Uuid,
-    /// The partition leader epoch of the last batch fetched (-1: none yet), which the next
-    /// Fetch sends for the leader to check its log against (KIP-320).
-    last_epoch: i32,
+    /// The log the position belongs to (from the session that hands the partition back, or
+    /// from the progress it resumes from); `None` when unknown.
+    origin: Option<Lineage>,
 }
 
 /// What the fetcher saw the source logs do that lost or rewrote records, for the metrics:
@@ -244,12 +235,14 @@ impl Fetcher {
         }
     }
 
-    pub fn assign(&self, tp: TopicPartition, offset: Option<i64>) {
-        let _ = self.orders.send(Order::Assign(Assignment {
-            tp,
-            offset,
-            origin: None,
-        }));
+    /// Starts fetching `tp` at `offset` (`None`: where the reset policy says). `origin`, the
+    /// log a committed position was taken from, lets the fetcher see that the log changed
+    /// while strait was away: a re-created topic starts at its log start, a truncated one
+    /// rewinds to where it diverged.
+    pub fn assign(&self, tp: TopicPartition, offset: Option<i64>, origin: Option<Lineage>) {
+        let _ = self
+            .orders
+            .send(Order::Assign(Assignment { tp, offset, origin }));
     }
 
     /// What the source logs did that lost or rewrote records, so far.

@@ -19,10 +19,11 @@ use tokio_util::sync::CancellationToken;
 use super::response::{
     needs_renumbering, partition_action, session_verdict, Action, Delivery, SessionVerdict,
 };
-use super::{Assignment, Chunk, FetchConfig, FetchError, FetchEvent, FetchStats, Origin};
+use super::{Assignment, Chunk, FetchConfig, FetchError, FetchEvent, FetchStats};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::log_reader::list_offsets;
 use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
+use crate::offset_map::Lineage;
 
 /// What the fetcher task asks of a session.
 #[derive(Debug)]
@@ -48,9 +49,9 @@ impl Placed {
         Assignment {
             tp: self.tp,
             offset: Some(self.offset),
-            origin: Some(Origin {
+            origin: Some(Lineage {
                 topic_id: self.topic_id,
-                last_epoch: self.last_epoch,
+                leader_epoch: self.last_epoch,
             }),
         }
     }

@@ -24,6 +24,7 @@ use crate::config::OffsetReset;
 use crate::kafka::codec::decode_response;
 use crate::kafka::fake_broker::{FakeBroker, Received, Reply};
 use crate::kafka::{Cluster, TopicPartition};
+use crate::offset_map::Lineage;
 
 const TOPIC: &str = "t";
 
@@ -80,6 +81,16 @@ fn fetcher(
     offset: i64,
     policy: OffsetReset,
 ) -> (Fetcher, mpsc::Receiver<FetchEvent>) {
+    fetcher_from(broker, offset, policy, None)
+}
+
+/// [`fetcher`] of a position taken from the log `origin` (a committed one, say).
+fn fetcher_from(
+    broker: &FakeBroker,
+    offset: i64,
+    policy: OffsetReset,
+    origin: Option<Lineage>,
+) -> (Fetcher, mpsc::Receiver<FetchEvent>) {
     let cluster = Cluster::new(
         "source",
         vec![broker.addr.clone()],
@@ -95,7 +106,7 @@ fn fetcher(
     };
     let (events_tx, events) = mpsc::channel(16);
     let (fetcher, _task) = Fetcher::spawn(&cluster, config, events_tx, CancellationToken::new());
-    fetcher.assign(TopicPartition::new(TOPIC, 0), Some(offset));
+    fetcher.assign(TopicPartition::new(TOPIC, 0), Some(offset), origin);
     (fetcher, events)
 }
 
@@ -364,4 +375,31 @@ async fn a_diverging_epoch_ending_past_the_position_keeps_it() {
         [(0, -1), (12, 1), (12, 0), (12, 0)]
     );
     assert_eq!(fetcher.stats(), FetchCounts::default());
+}
+
+/// A position resumed from progress carries the epoch it was committed with: the first
+/// Fetch lets the leader check its log against it (and answer with a divergence if the log
+/// was truncated while strait was away).
+#[tokio::test]
+async fn a_resumed_position_is_fetched_with_its_committed_epoch() {
+    let mut fetches = 0;
+    let broker = FakeBroker::start(1, &[(TOPIC, 1)], move |r| {
+        let Some(fetch) = fetch_request(r) else {
+            return Reply::Default;
+        };
+        fetches += 1;
+        match fetches {
+            1 => answer(fetch, fetched(records(3..4, 4), 16)),
+            _ => Reply::Stall,
+        }
+    })
+    .await;
+    let committed = Lineage {
+        topic_id: uuid::Uuid::nil(),
+        leader_epoch: 3,
+    };
+    let (_fetcher, mut events) = fetcher_from(&broker, 12, OffsetReset::Earliest, Some(committed));
+    let chunk = next_chunk(&mut events).await;
+    assert_eq!(chunk.next_offset, 16);
+    assert_eq!(fetch_positions(&broker)[..1], [(12, 3)]);
 }

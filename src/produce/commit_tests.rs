@@ -14,7 +14,7 @@ use crate::fetch::{FetchConfig, Fetcher};
 use crate::kafka::fake_broker::{FakeBroker, Reply};
 use crate::kafka::{Cluster, TopicPartition};
 use crate::mm2::offset_sync;
-use crate::offset_map::Position;
+use crate::offset_map::{Lineage, Position};
 
 const SYNCS_TOPIC: &str = "mm2-offset-syncs.b.internal";
 
@@ -76,6 +76,7 @@ async fn commit_waits_for_durable_syncs_and_keeps_one_commit_queued() {
         source: tp.clone(),
         target: TopicPartition::new("a.t", 0),
         resume: None,
+        lineage: Lineage::UNKNOWN,
     });
     let i = engine.by_source[&tp];
     let progress = engine.progress_part;

@@ -34,7 +34,7 @@ use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::{Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
 use crate::mm2::offset_sync::SyncSender;
 use crate::now_ms;
-use crate::offset_map::{Forwarded, Position, Translations};
+use crate::offset_map::{Forwarded, Lineage, Position, Translations};
 use crate::progress;
 
 #[cfg(test)]
@@ -75,6 +75,9 @@ pub struct Route {
     pub source: TopicPartition,
     pub target: TopicPartition,
     pub resume: Option<Position>,
+    /// The source log the partition is read from: its topic id now, and the leader epoch
+    /// `resume` was committed with when that log is the one it was taken from.
+    pub lineage: Lineage,
 }
 
 /// What the engine counted, for the flow's status line and for tests.
@@ -216,8 +219,9 @@ impl Engine {
         }
         self.by_source
             .insert(route.source.clone(), self.parts.len());
-        self.parts
-            .push(Partition::new(route.source, route.target, route.resume));
+        let mut part = Partition::new(route.source, route.target, route.resume);
+        part.lineage = route.lineage;
+        self.parts.push(part);
     }
 
     /// Runs until `shutdown`, then drains what is in flight and commits progress.
@@ -405,9 +409,23 @@ impl Engine {
         if changed.is_empty() {
             return;
         }
-        let records: Vec<(TopicPartition, Position)> = changed
+        let records: Vec<progress::Committed> = changed
             .iter()
-            .map(|(i, pos)| (self.parts[*i].source.clone(), *pos))
+            .map(|(i, pos)| {
+                let part = &self.parts[*i];
+                // The epoch belongs to the acknowledged position; an older one (its offset
+                // syncs not durable yet) goes without: an epoch from later in the log
+                // would read as a divergence on the next start.
+                let lineage = if *pos == part.acked {
+                    part.lineage
+                } else {
+                    Lineage {
+                        leader_epoch: -1,
+                        ..part.lineage
+                    }
+                };
+                (part.source.clone(), *pos, lineage)
+            })
             .collect();
         let batches = progress::encode_batches(&records, self.progress_batch_bytes, now_ms());
         let part = &mut self.parts[self.progress_part];
@@ -754,6 +772,7 @@ impl Engine {
     fn acknowledged(&mut self, i: usize, done: Vec<(Entry, Option<i64>)>) {
         let data = i != self.progress_part;
         let mut acked = self.parts[i].acked;
+        let mut lineage = self.parts[i].lineage;
         let mut maps = self.translations.lock().unwrap();
         let map = maps.entry(self.parts[i].source.clone()).or_default();
         let mut syncs = Vec::new();
@@ -775,6 +794,7 @@ impl Engine {
                         holes: e.offset_deltas.clone(),
                     };
                     syncs.extend(map.record(&forwarded));
+                    lineage.leader_epoch = b.partition_leader_epoch().max(-1);
                     acked = Position {
                         source_next: e.source_next,
                         // `settle` gives only target offsets whose batch end fits.
@@ -790,6 +810,8 @@ impl Engine {
                         map.skip_to(e.source_next);
                     }
                     acked.source_next = e.source_next;
+                    // The batches skipped (control, aborted) may be of a later epoch.
+                    lineage.leader_epoch = -1;
                 }
             }
             for (j, pos) in e.commits {
@@ -802,6 +824,7 @@ impl Engine {
                 map.points().to_vec()
             });
             self.parts[i].acked = acked;
+            self.parts[i].lineage = lineage;
         }
         drop(maps);
     }

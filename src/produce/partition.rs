@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::batch::{self, RawBatch};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::TopicPartition;
-use crate::offset_map::Position;
+use crate::offset_map::{Lineage, Position};
 
 /// One batch (or position) on its way to the target.
 pub(super) struct Entry {
@@ -177,6 +177,8 @@ pub(super) struct Partition {
     pub retry_at: Option<Instant>,
     pub backoff: Backoff,
     pub acked: Position,
+    /// The source log `acked` was read from (`progress` commits it with the position).
+    pub lineage: Lineage,
     pub committed: Position,
     pub high_watermark: i64,
     pub stopped: bool,
@@ -218,6 +220,7 @@ impl Partition {
             // the few milliseconds it takes to apply its leadership: retry soon, then back off.
             backoff: Backoff::new(Duration::from_millis(20), Duration::from_secs(5)),
             acked: start,
+            lineage: Lineage::UNKNOWN,
             committed: start,
             high_watermark: -1,
             stopped: false,

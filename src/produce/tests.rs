@@ -222,6 +222,7 @@ impl Running {
                 source: TopicPartition::new(*source, 0),
                 target: TopicPartition::new(*target, 0),
                 resume: None,
+                lineage: Lineage::UNKNOWN,
             });
         }
         let (events, events_rx) = mpsc::channel(16);
@@ -393,7 +394,9 @@ fn committed(broker: &FakeBroker, source: &TopicPartition) -> Option<i64> {
                 let (Some(k), Some(v)) = (r.key, r.value) else {
                     continue;
                 };
-                if let Some((_, pos)) = progress::decode(&k, &v).filter(|(tp, _)| tp == source) {
+                if let Some((_, pos, _)) =
+                    progress::decode(&k, &v).filter(|(tp, _, _)| tp == source)
+                {
                     last = Some(pos.source_next);
                 }
             }

@@ -27,7 +27,7 @@ fn committed(
     block_on(progress::load(&client(target), progress_topic))
         .unwrap_or_default()
         .get(tp)
-        .copied()
+        .map(|(pos, _)| *pos)
 }
 
 fn delete_topic(cluster: &kafka::Cluster, topic: &str) {

@@ -61,7 +61,7 @@ fn progress_fits_a_small_max_message_bytes() {
                 .all(|&(p, end)| {
                     committed
                         .get(&TopicPartition::new(topic.as_str(), p))
-                        .is_some_and(|pos| pos.source_next == end)
+                        .is_some_and(|(pos, _)| pos.source_next == end)
                 })
                 .then_some(())
         },

@@ -95,6 +95,52 @@ fn retention_below_the_position_resumes_at_the_log_start_even_with_latest() {
     );
 }
 
+/// Deletes `topic` on `source`, waits until it is gone, and creates it again (1 partition).
+fn recreate(source: &Cluster, topic: &str) {
+    let topic_args = ["--bootstrap-server", &source.bootstrap, "--topic", topic];
+    kafka::tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[&topic_args[..], &["--delete"]].concat(),
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while kafka::list_topics(source).contains(topic) {
+        assert!(std::time::Instant::now() < deadline, "{topic} not deleted");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    kafka::create_topic(source, topic, 1, &[]);
+}
+
+/// Re-created while strait is stopped, with fewer records than strait's position in the old
+/// topic: the committed progress names the old topic's id, so the restarted strait copies
+/// the new topic from its start (without it, the position would read as past the log's end).
+#[test]
+fn a_source_topic_recreated_while_strait_is_stopped_is_copied_from_its_start() {
+    let [source, target] = kafka::clusters();
+    let topic = kafka::unique("recreated-stopped");
+    let remote = format!("src.{topic}");
+    kafka::create_topic(source, &topic, 1, &[]);
+    kafka::produce(source, &["--topic", &topic, "--count", "50"]);
+    let config = mm2_properties("src", "dst", &topic, &["progress.commit.interval.ms = 500"]);
+    let mut strait = Strait::start(&config, "properties").allow(&[
+        // What this test does: the topic is deleted and re-created.
+        "deleted and re-created",
+    ]);
+    wait_for_records(&mut strait, target, &remote, 1, 50, Duration::from_secs(60));
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+
+    recreate(source, &topic);
+    kafka::produce(source, &["--topic", &topic, "--count", "30"]);
+    strait.restart();
+    wait_for_records(&mut strait, target, &remote, 1, 80, Duration::from_secs(60));
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+    let have = target_records(target, &remote);
+    assert_eq!(have.len(), 80);
+    assert_eq!(
+        contents(&have[50..]),
+        contents(&kafka::dump(source, &topic))
+    );
+}
+
 #[test]
 fn a_recreated_source_topic_is_copied_from_its_start() {
     let [source, target] = kafka::clusters();
@@ -112,17 +158,7 @@ fn a_recreated_source_topic_is_copied_from_its_start() {
     // Frozen, strait sees none of it happen: the topic deleted, re-created, and given more
     // records than strait's position in the old one.
     strait.pause();
-    let topic_args = ["--bootstrap-server", &source.bootstrap, "--topic", &topic];
-    kafka::tool(
-        "org.apache.kafka.tools.TopicCommand",
-        &[&topic_args[..], &["--delete"]].concat(),
-    );
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while kafka::list_topics(source).contains(&topic) {
-        assert!(std::time::Instant::now() < deadline, "{topic} not deleted");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    kafka::create_topic(source, &topic, 1, &[]);
+    recreate(source, &topic);
     kafka::produce(source, &["--topic", &topic, "--count", "80"]);
     strait.resume();
 
