@@ -4,6 +4,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::kafka;
 use common::strait::{arg, config_file, run_cli, Strait};
 
 #[test]
@@ -99,4 +100,70 @@ fn a_security_protocol_strait_cannot_speak_exits_2_naming_the_key() {
         text.contains("mm2.properties:5") && text.contains("b.security.protocol"),
         "{text}"
     );
+}
+
+/// A task of a flow that dies must end the process, exit 1, with one message naming it:
+/// here the heartbeat task, which a real broker refuses its topic (an ACL denies creating
+/// `heartbeats`). That refusal is lasting, not retried. Before supervision, the error was
+/// logged and the process ran on without heartbeats.
+#[test]
+fn a_dead_flow_task_ends_the_process_with_exit_1_naming_it() {
+    kafka::fetch();
+    let target = kafka::Cluster::start(
+        "denied",
+        &[
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found=true",
+        ],
+    );
+    // Kafka lets a principal create a topic with CREATE on the cluster or on the topic.
+    // Once the cluster resource has ACLs, no-ACL-means-everyone no longer covers it: allow
+    // what the broker and strait need there, all but CREATE; deny CREATE on `heartbeats`
+    // (other topics have no ACL, so everyone may create them).
+    let acls = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", target.bootstrap.as_str(), "--add"];
+        all.extend_from_slice(args);
+        kafka::tool("org.apache.kafka.tools.AclCommand", &all);
+    };
+    let mut cluster_ops = vec!["--allow-principal", "User:ANONYMOUS", "--cluster"];
+    for op in [
+        "ClusterAction",
+        "IdempotentWrite",
+        "Describe",
+        "DescribeConfigs",
+        "Alter",
+        "AlterConfigs",
+    ] {
+        cluster_ops.extend(["--operation", op]);
+    }
+    acls(&cluster_ops);
+    acls(&[
+        "--deny-principal",
+        "User:ANONYMOUS",
+        "--operation",
+        "Create",
+        "--topic",
+        "heartbeats",
+    ]);
+    let [source, _] = kafka::clusters();
+    let config = format!(
+        "clusters = src, tgt\nsrc.bootstrap.servers = {}\ntgt.bootstrap.servers = {}\n\
+         src->tgt.enabled = true\nsrc->tgt.topics = none-such\nreplication.factor = 1\n\
+         internal.topic.replication.factor = 1\nemit.heartbeats.interval.seconds = 1\n",
+        source.bootstrap, target.bootstrap
+    );
+    let mut strait = Strait::start(&config, "properties").allow(&[
+        // The one error line: the flow ends on the dead task.
+        "the heartbeat task failed",
+    ]);
+    let status = strait.wait_for_exit(Duration::from_secs(60));
+    let log = strait.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    let last = log.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("strait: flow src->tgt: the heartbeat task failed: CreateTopics")
+            && last.contains("TopicAuthorizationFailed"),
+        "{log}"
+    );
+    target.stop();
 }

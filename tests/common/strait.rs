@@ -90,6 +90,24 @@ impl Strait {
         }
     }
 
+    /// Waits for the process to exit on its own and returns its status; panics with the log
+    /// (after killing it) if it still runs after `timeout`.
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let mut c = self.child.take().expect("strait is not running");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("strait still runs after {timeout:?}\n{}", self.log_text());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Lets WARN/ERROR (or non-JSON) log lines that contain any of `patterns` pass the check
     /// on drop; each test names exactly what it expects, with the reason.
     pub fn allow(mut self, patterns: &[&str]) -> Strait {
