@@ -2,6 +2,10 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::kafka;
@@ -51,6 +55,8 @@ fn check_names_an_unreachable_cluster_and_exits_1() {
         text.contains("cluster a") && text.contains("127.0.0.1:9"),
         "{text}"
     );
+    // Each cause once: the message does not repeat its context.
+    assert_eq!(text.matches("cluster a").count(), 1, "{text}");
 }
 
 #[test]
@@ -165,5 +171,137 @@ fn a_dead_flow_task_ends_the_process_with_exit_1_naming_it() {
             && last.contains("TopicAuthorizationFailed"),
         "{log}"
     );
+    target.stop();
+}
+
+/// A TCP proxy on a free loopback port to the address set with [`Proxy::to`] that can turn
+/// into a black hole: connections stay open and every byte is read and dropped, both ways
+/// (a peer that hangs without closing anything).
+struct Proxy {
+    port: u16,
+    upstream: Arc<Mutex<String>>,
+    blackhole: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    fn start() -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let upstream = Arc::new(Mutex::new(String::new()));
+        let blackhole = Arc::new(AtomicBool::new(false));
+        let (to, hole) = (upstream.clone(), blackhole.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let addr = to.lock().unwrap().clone();
+                let Ok(server) = TcpStream::connect(&addr) else {
+                    continue;
+                };
+                pipe(
+                    client.try_clone().unwrap(),
+                    server.try_clone().unwrap(),
+                    &hole,
+                );
+                pipe(server, client, &hole);
+            }
+        });
+        Proxy {
+            port,
+            upstream,
+            blackhole,
+        }
+    }
+
+    fn to(&self, addr: &str) {
+        *self.upstream.lock().unwrap() = addr.to_string();
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn blackhole(&self, on: bool) {
+        self.blackhole.store(on, Ordering::SeqCst);
+    }
+}
+
+fn pipe(mut from: TcpStream, mut to: TcpStream, blackhole: &Arc<AtomicBool>) {
+    let blackhole = blackhole.clone();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = from.read(&mut buf) {
+            if !blackhole.load(Ordering::SeqCst) && to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(Shutdown::Write);
+    });
+}
+
+/// Shutdown: a first SIGTERM drains; a second one exits at once (128 + 15) and says so;
+/// and a drain that hangs (here the heartbeat task, its Produce to a target that went
+/// silent, with a 60 s request timeout) is cut at `shutdown.drain.timeout.ms` + 10 s, exit 1.
+/// Before, the second signal was ignored and nothing bounded the drain.
+#[test]
+fn a_second_signal_exits_at_once_and_a_deadline_bounds_a_hanging_drain() {
+    kafka::fetch();
+    let proxy = Proxy::start();
+    let advertised = format!("advertised.listeners=PLAINTEXT://{}", proxy.addr());
+    let target = kafka::Cluster::start("silent", &[&advertised]);
+    proxy.to(&target.bootstrap);
+    let [source, _] = kafka::clusters();
+    let topic = kafka::unique("drain");
+    kafka::create_topic(source, &topic, 1, &[]);
+    let config = |drain_ms: u64| {
+        format!(
+            "clusters = src, tgt\nsrc.bootstrap.servers = {}\ntgt.bootstrap.servers = {}\n\
+             src->tgt.enabled = true\nsrc->tgt.topics = {topic}\nreplication.factor = 1\n\
+             internal.topic.replication.factor = 1\nemit.heartbeats.interval.seconds = 1\n\
+             tgt.request.timeout.ms = 60000\nshutdown.drain.timeout.ms = {drain_ms}\n",
+            source.bootstrap,
+            proxy.addr()
+        )
+    };
+    // What a target gone silent makes strait say while it drains.
+    let silent = ["heartbeat not written", "timed out"];
+
+    let mut strait = Strait::start(&config(60_000), "properties")
+        .allow(&silent)
+        .allow(&["second signal"]);
+    strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains("replicating"));
+    std::thread::sleep(Duration::from_secs(2));
+    proxy.blackhole(true);
+    std::thread::sleep(Duration::from_secs(2));
+    strait.signal("TERM");
+    std::thread::sleep(Duration::from_secs(1));
+    strait.signal("TERM");
+    let status = strait.wait_for_exit(Duration::from_secs(10));
+    let log = strait.log_text();
+    assert_eq!(status.code(), Some(143), "{log}");
+    assert!(log.contains("second signal"), "{log}");
+    drop(strait);
+
+    proxy.blackhole(false);
+    let mut strait = Strait::start(&config(1000), "properties")
+        .allow(&silent)
+        .allow(&["shutdown did not finish"]);
+    strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains("replicating"));
+    std::thread::sleep(Duration::from_secs(2));
+    proxy.blackhole(true);
+    std::thread::sleep(Duration::from_secs(2));
+    let stopping = Instant::now();
+    strait.signal("TERM");
+    let status = strait.wait_for_exit(Duration::from_secs(30));
+    let took = stopping.elapsed();
+    let log = strait.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(took >= Duration::from_secs(10), "{took:?}\n{log}");
+    assert!(
+        log.lines().last().unwrap_or_default().starts_with(
+            "strait: shutdown did not finish within 11000 ms (shutdown.drain.timeout.ms + 10 s)"
+        ),
+        "{log}"
+    );
+    drop(strait);
+    proxy.blackhole(false);
     target.stop();
 }

@@ -90,6 +90,14 @@ impl Strait {
         }
     }
 
+    /// Sends `signal` (`TERM`, `INT`, ...) without waiting for anything.
+    pub fn signal(&self, signal: &str) {
+        let c = self.child.as_ref().expect("strait is not running");
+        let _ = Command::new("kill")
+            .args([format!("-{signal}"), c.id().to_string()])
+            .status();
+    }
+
     /// Waits for the process to exit on its own and returns its status; panics with the log
     /// (after killing it) if it still runs after `timeout`.
     pub fn wait_for_exit(&mut self, timeout: Duration) -> ExitStatus {
