@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod checkpoints;
 mod harness;
 mod mm2_parity;
 mod replication;
