@@ -275,6 +275,7 @@ async fn start(
         commit_interval: Duration::from_millis(flow.progress_commit_interval_ms),
         drain_timeout: Duration::from_millis(flow.shutdown_drain_timeout_ms),
         coalesce_bytes: flow.produce_coalesce_bytes,
+        transactional_id: flow.fencing_transactional_id.clone(),
     };
     let translations: Translations = Arc::default();
     let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();

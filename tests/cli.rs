@@ -162,7 +162,7 @@ fn a_dead_flow_task_ends_the_process_with_exit_1_naming_it() {
         // The one error line: the flow ends on the dead task.
         "the heartbeat task failed",
     ]);
-    let status = strait.wait_for_exit(Duration::from_secs(60));
+    let status = strait.wait_exit(Duration::from_secs(60));
     let log = strait.log_text();
     assert_eq!(status.code(), Some(1), "{log}");
     let last = log.lines().last().unwrap_or_default();
@@ -274,7 +274,7 @@ fn a_second_signal_exits_at_once_and_a_deadline_bounds_a_hanging_drain() {
     strait.signal("TERM");
     std::thread::sleep(Duration::from_secs(1));
     strait.signal("TERM");
-    let status = strait.wait_for_exit(Duration::from_secs(10));
+    let status = strait.wait_exit(Duration::from_secs(10));
     let log = strait.log_text();
     assert_eq!(status.code(), Some(143), "{log}");
     assert!(log.contains("second signal"), "{log}");
@@ -290,7 +290,7 @@ fn a_second_signal_exits_at_once_and_a_deadline_bounds_a_hanging_drain() {
     std::thread::sleep(Duration::from_secs(2));
     let stopping = Instant::now();
     strait.signal("TERM");
-    let status = strait.wait_for_exit(Duration::from_secs(30));
+    let status = strait.wait_exit(Duration::from_secs(30));
     let took = stopping.elapsed();
     let log = strait.log_text();
     assert_eq!(status.code(), Some(1), "{log}");

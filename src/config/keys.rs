@@ -667,6 +667,22 @@ pub static KEYS: &[KeySpec] = &[
              fetched again on the next start.",
     ),
     KeySpec::new(
+        "fencing.transactional.id",
+        Flow,
+        "strait-<source>-><target>-<topics>",
+        flow!(fencing_transactional_id, parse_string),
+    )
+    .toml("fencing_transactional_id")
+    .strait()
+    .doc(
+        "The transactional id strait's producer registers on the target (no transaction \
+             is begun with it): a second strait process on the same flow and topic filter \
+             fences the first, which stops with an error instead of writing everything \
+             twice. `<source>` and `<target>` stand for the aliases, `<topics>` for 8 hex \
+             digits that identify the flow's `topics` and `topics.exclude` (processes that \
+             split the topics between them do not fence each other); empty turns fencing off.",
+    ),
+    KeySpec::new(
         "offset.flush.interval.ms",
         Flow,
         "5000",

@@ -541,6 +541,14 @@ impl<'a> Validator<'a> {
             0,
             i64::MAX,
         )? as u64;
+        let fencing_transactional_id = layers
+            .get(|f| &f.fencing_transactional_id)
+            .map_or(defaults::FENCING_TRANSACTIONAL_ID, |id| id.value.as_str())
+            .replace("<source>", &source.value)
+            .replace("<target>", &target.value)
+            .replace("<topics>", &topics.fingerprint());
+        let fencing_transactional_id =
+            (!fencing_transactional_id.is_empty()).then_some(fencing_transactional_id);
         let offset_reset = layers
             .get(|f| &f.offset_reset)
             .map_or_else(Default::default, |s| s.value);
@@ -667,6 +675,7 @@ impl<'a> Validator<'a> {
             refresh_topics_interval_ms,
             progress_commit_interval_ms,
             shutdown_drain_timeout_ms,
+            fencing_transactional_id,
             offset_reset,
             tasks_max,
             emit_heartbeats,

@@ -57,6 +57,9 @@ pub struct ProduceConfig {
     /// Merge consecutive small uncompressed batches waiting in a partition's queue into
     /// batches of up to this many bytes (`batch::coalesce`); 0 never merges.
     pub coalesce_bytes: usize,
+    /// The transactional id that makes this engine the flow's only writer
+    /// (`Cluster::init_producer_id`); `None`: no fencing.
+    pub transactional_id: Option<String>,
 }
 
 /// Where one source partition goes, and where it resumes.
@@ -106,6 +109,8 @@ pub struct Engine {
     progress_part: usize,
     producer: (i64, i16),
     reset_pending: bool,
+    /// Another process's InitProducerId fenced this engine: it stops writing at once.
+    fenced: Option<KafkaError>,
     conns: HashMap<i32, Connection>,
     broker_inflight: HashMap<i32, usize>,
     throttled_until: HashMap<i32, Instant>,
@@ -145,7 +150,9 @@ impl Engine {
         syncs: mpsc::UnboundedSender<OffsetSync>,
         fetcher: Fetcher,
     ) -> Result<Engine, KafkaError> {
-        let producer = target.init_producer_id().await?;
+        let producer = target
+            .init_producer_id(config.transactional_id.as_deref())
+            .await?;
         let progress_tp = TopicPartition::new(progress_topic, 0);
         let mut engine = Engine {
             target,
@@ -155,6 +162,7 @@ impl Engine {
             progress_part: 0,
             producer,
             reset_pending: false,
+            fenced: None,
             conns: HashMap::new(),
             broker_inflight: HashMap::new(),
             throttled_until: HashMap::new(),
@@ -213,6 +221,11 @@ impl Engine {
                     let _ = stats.send(self.stats.clone());
                 }
                 _ = wake.tick() => {}
+            }
+            if let Some(fenced) = self.fenced.take() {
+                // Nothing more is written, not even progress: the new owner resumes from
+                // the last commit.
+                return Err(fenced);
             }
             self.recover().await?;
             self.pump().await;
@@ -564,7 +577,15 @@ impl Engine {
     /// (`Partition::judge`); `answer` is `None` when the response lacks the partition.
     fn on_result(&mut self, i: usize, seq: i32, answer: Option<(i16, i64)>) {
         let part = &mut self.parts[i];
-        match part.judge(seq, answer) {
+        let outcome = match part.judge(seq, answer) {
+            // Without a transactional id nobody else holds strait's producer id: the target
+            // lost its state.
+            Outcome::Fenced(code) if self.config.transactional_id.is_none() => {
+                Outcome::ResetProducer(Reset::LostState(code))
+            }
+            outcome => outcome,
+        };
+        match outcome {
             Outcome::Acked { base_offset } => {
                 if let Some(done) = part.take_acked(seq, base_offset) {
                     self.acknowledged(i, done);
@@ -575,6 +596,14 @@ impl Engine {
                 tracing::warn!(partition = %part.target, code = error.code(), "target lost strait's producer state; re-initialising the producer");
                 part.failed = true;
                 self.reset_pending = true;
+            }
+            Outcome::Fenced(code) => {
+                let id = self.config.transactional_id.clone().unwrap_or_default();
+                self.fenced.get_or_insert(KafkaError::Fenced {
+                    transactional_id: id,
+                    partition: part.target.to_string(),
+                    code,
+                });
             }
             Outcome::ResetProducer(Reset::OutOfOrderHead) => {
                 tracing::warn!(partition = %part.target, seq, "out-of-order sequence at the head of the partition; re-initialising the producer");
@@ -669,7 +698,10 @@ impl Engine {
     async fn recover(&mut self) -> Result<(), KafkaError> {
         // Once no Produce request is in flight (the leader lookup may be).
         if self.reset_pending && self.requests.len() == usize::from(self.looking_up) {
-            self.producer = self.target.init_producer_id().await?;
+            self.producer = self
+                .target
+                .init_producer_id(self.config.transactional_id.as_deref())
+                .await?;
             tracing::info!(
                 producer_id = self.producer.0,
                 epoch = self.producer.1,

@@ -65,6 +65,10 @@ pub(super) enum Outcome {
     Release,
     /// Re-initialise the producer id, then resend every unacknowledged batch from sequence 0.
     ResetProducer(Reset),
+    /// A newer epoch of strait's producer id wrote here (INVALID_PRODUCER_EPOCH,
+    /// PRODUCER_FENCED): another process registered the flow's transactional id. Without a
+    /// transactional id (no fencing) the producer is re-initialised instead.
+    Fenced(ResponseError),
     /// Resend the batch and every later one, once the partition's outstanding requests are
     /// back.
     Resend(Resend),
@@ -75,7 +79,8 @@ pub(super) enum Outcome {
 /// Why the producer id is re-initialised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reset {
-    /// The target lost strait's producer state (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH).
+    /// The target lost strait's producer state (UNKNOWN_PRODUCER_ID; INVALID_PRODUCER_EPOCH
+    /// without fencing).
     LostState(ResponseError),
     /// OUT_OF_ORDER_SEQUENCE_NUMBER for the oldest batch in flight of a partition that had
     /// not failed: the target's sequence state and strait's disagree.
@@ -198,8 +203,9 @@ impl Partition {
             return Outcome::Resend(Resend::Missing);
         };
         match error {
-            ResponseError::UnknownProducerId | ResponseError::InvalidProducerEpoch => {
-                Outcome::ResetProducer(Reset::LostState(error))
+            ResponseError::UnknownProducerId => Outcome::ResetProducer(Reset::LostState(error)),
+            ResponseError::InvalidProducerEpoch | ResponseError::ProducerFenced => {
+                Outcome::Fenced(error)
             }
             ResponseError::OutOfOrderSequenceNumber
                 if !self.failed && self.inflight.front().and_then(|e| e.seq) == Some(seq) =>
@@ -440,14 +446,20 @@ mod tests {
 
     #[test]
     fn lost_producer_state_resets_the_producer() {
+        let error = ResponseError::UnknownProducerId;
+        assert_eq!(
+            judge(error),
+            Outcome::ResetProducer(Reset::LostState(error))
+        );
+    }
+
+    #[test]
+    fn a_newer_epoch_is_a_fence() {
         for error in [
-            ResponseError::UnknownProducerId,
             ResponseError::InvalidProducerEpoch,
+            ResponseError::ProducerFenced,
         ] {
-            assert_eq!(
-                judge(error),
-                Outcome::ResetProducer(Reset::LostState(error))
-            );
+            assert_eq!(judge(error), Outcome::Fenced(error));
         }
     }
 

@@ -99,20 +99,21 @@ impl Strait {
     }
 
     /// Waits for the process to exit on its own and returns its status; panics with the log
-    /// (after killing it) if it still runs after `timeout`.
-    pub fn wait_for_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let mut c = self.child.take().expect("strait is not running");
+    /// after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let c = self.child.as_mut().expect("strait is not running");
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = c.try_wait().unwrap() {
+                self.child = None;
                 return status;
             }
-            if Instant::now() > deadline {
-                let _ = c.kill();
-                let _ = c.wait();
-                panic!("strait still runs after {timeout:?}\n{}", self.log_text());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            assert!(
+                Instant::now() < deadline,
+                "strait still runs after {timeout:?}\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 

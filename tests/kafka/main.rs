@@ -9,6 +9,7 @@
 mod common;
 
 mod checkpoints;
+mod fencing;
 mod harness;
 mod mm2_parity;
 mod replication;

@@ -374,6 +374,13 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "fencing.transactional.id",
+            "dr-<source>-to-<target>",
+            Some("fencing_transactional_id = \"dr-<source>-to-<target>\""),
+            |c, _| f0(c).fencing_transactional_id.as_deref() == Some("dr-source-to-target")
+        ),
+        case!(
+            Flow,
             "progress.commit.interval.ms",
             "250",
             Some("progress_commit_interval_ms = 250"),
