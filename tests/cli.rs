@@ -305,3 +305,46 @@ fn a_second_signal_exits_at_once_and_a_deadline_bounds_a_hanging_drain() {
     proxy.blackhole(false);
     target.stop();
 }
+
+/// A source outage longer than a few seconds is one WARN per thing that failed (the fetch
+/// session, the leader lookup), naming the broker and the error, and an INFO when fetching
+/// resumes; not a WARN per retry.
+#[test]
+fn a_source_outage_is_one_warning_and_its_end_is_logged() {
+    kafka::fetch();
+    let source = kafka::Cluster::start("outage", &[]);
+    let [_, target] = kafka::clusters();
+    let topic = kafka::unique("outage");
+    kafka::create_topic(&source, &topic, 1, &[]);
+    let config = format!(
+        "clusters = a, b\na.bootstrap.servers = {}\nb.bootstrap.servers = {}\n\
+         a->b.enabled = true\na->b.topics = {topic}\nreplication.factor = 1\n\
+         internal.topic.replication.factor = 1\na.request.timeout.ms = 3000\n\
+         emit.checkpoints.enabled = false\n",
+        source.bootstrap, target.bootstrap
+    );
+    let fetch_failed = "\"message\":\"fetch failed\"";
+    let cannot_place = "cannot place partitions on source leaders";
+    let mut strait = Strait::start(&config, "properties").allow(&[fetch_failed, cannot_place]);
+    strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains("replicating"));
+    std::thread::sleep(Duration::from_secs(3));
+    source.stop();
+    std::thread::sleep(Duration::from_secs(15));
+    source.start_again();
+    strait.wait_for_log_line(Duration::from_secs(60), |l| {
+        l.contains("\"level\":\"INFO\"") && l.contains("source") && l.contains("again")
+    });
+    let log = strait.log_text();
+    // The same messages are logged at DEBUG for the retries.
+    let warnings = |pattern: &str| {
+        log.lines()
+            .filter(|l| l.contains("\"level\":\"WARN\"") && l.contains(pattern))
+            .count()
+    };
+    for pattern in [fetch_failed, cannot_place] {
+        assert!(warnings(pattern) <= 1, "{pattern}:\n{log}");
+    }
+    assert!(warnings(fetch_failed) + warnings(cannot_place) > 0, "{log}");
+    drop(strait);
+    source.stop();
+}

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::outage::{Outages, LOOKUP};
 use super::response::reset_timestamp;
 use super::session::{spawn_session, Placed, SessionOrder};
 use super::{Assignment, FetchConfig, FetchEvent, Order};
@@ -28,6 +29,7 @@ pub(super) struct Coordinator {
     shutdown: CancellationToken,
     budget: Arc<Semaphore>,
     sessions: HashMap<i32, mpsc::UnboundedSender<SessionOrder>>,
+    outages: Outages,
     homeless: Vec<Assignment>,
     /// Partitions forgotten since their last assignment: a session may still hand one
     /// back (its leader moved) before it hears of it.
@@ -49,6 +51,7 @@ impl Coordinator {
             events,
             shutdown,
             sessions: HashMap::new(),
+            outages: Outages::default(),
             homeless: Vec::new(),
             forgotten: HashSet::new(),
         }
@@ -93,10 +96,15 @@ impl Coordinator {
                 }
                 _ = tokio::time::sleep(wait) => {
                     fresh = false;
-                    if let Err(e) = self.place(&rehome_tx).await {
-                        tracing::warn!(cluster = %self.cluster.alias(), error = %e, "cannot place partitions on source leaders yet");
-                    } else if self.homeless.is_empty() {
-                        backoff.reset();
+                    let alias = self.cluster.alias().to_string();
+                    match self.place(&rehome_tx).await {
+                        Err(e) => self.outages.failed(&alias, LOOKUP, "cannot place partitions on source leaders yet", &e),
+                        Ok(()) => {
+                            self.outages.succeeded(&alias, LOOKUP, "placing partitions on source leaders");
+                            if self.homeless.is_empty() {
+                                backoff.reset();
+                            }
+                        }
                     }
                 }
             }
@@ -212,6 +220,7 @@ impl Coordinator {
                 self.events.clone(),
                 rehome.clone(),
                 self.budget.clone(),
+                self.outages.clone(),
                 self.shutdown.clone(),
             );
             self.sessions.insert(leader, session);

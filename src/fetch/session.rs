@@ -15,6 +15,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::outage::Outages;
 use super::response::{
     partition_action, reset_timestamp, session_verdict, Action, Delivery, SessionVerdict,
 };
@@ -46,6 +47,7 @@ pub(super) fn spawn_session(
     events: mpsc::Sender<FetchEvent>,
     rehome: mpsc::UnboundedSender<Assignment>,
     budget: Arc<Semaphore>,
+    outages: Outages,
     shutdown: CancellationToken,
 ) -> mpsc::UnboundedSender<SessionOrder> {
     let (tx, rx) = mpsc::unbounded_channel();
@@ -56,6 +58,7 @@ pub(super) fn spawn_session(
         events,
         rehome,
         budget,
+        outages,
         shutdown,
         parts: BTreeMap::new(),
         id: 0,
@@ -75,6 +78,7 @@ struct Session {
     events: mpsc::Sender<FetchEvent>,
     rehome: mpsc::UnboundedSender<Assignment>,
     budget: Arc<Semaphore>,
+    outages: Outages,
     shutdown: CancellationToken,
     parts: BTreeMap<TopicPartition, Placed>,
     /// KIP-227 session id (0: none) and the epoch of the next request.
@@ -121,6 +125,8 @@ impl Session {
                 Ok(throttle) => {
                     failures = 0;
                     backoff.reset();
+                    self.outages
+                        .succeeded(self.cluster.alias(), self.broker, "fetching");
                     if throttle > 0 {
                         tokio::time::sleep(Duration::from_millis(throttle as u64)).await;
                     }
@@ -128,7 +134,8 @@ impl Session {
                 Err(e) => {
                     failures += 1;
                     self.reset_session();
-                    tracing::warn!(cluster = %self.cluster.alias(), broker = self.broker, error = %e, "fetch failed");
+                    self.outages
+                        .failed(self.cluster.alias(), self.broker, "fetch failed", &e);
                     if failures >= 3 || !e.is_retriable() {
                         // The broker may be gone or no longer lead: let the fetcher look again.
                         for (_, p) in std::mem::take(&mut self.parts) {
