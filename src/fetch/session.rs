@@ -40,6 +40,8 @@ pub(super) struct Placed {
     pub(super) offset: i64,
 }
 
+// Each argument is one of the fetcher's handles a session keeps as its own field.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn spawn_session(
     broker: i32,
     cluster: Arc<Cluster>,
