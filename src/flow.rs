@@ -685,6 +685,60 @@ fn replicates(flow: &FlowConfig, topic: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kafka::fake_broker::{FakeBroker, Reply};
+    use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+    use kafka_protocol::messages::{CreateTopicsResponse, RequestKind, ResponseKind, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    /// CreateTopics answered with `code` for every topic asked for.
+    fn create_topics(request: &RequestKind, code: i16) -> Reply {
+        let RequestKind::CreateTopics(request) = request else {
+            return Reply::Default;
+        };
+        let topics = request
+            .topics
+            .iter()
+            .map(|t| {
+                CreatableTopicResult::default()
+                    .with_name(TopicName(StrBytes::from_string(t.name.to_string())))
+                    .with_error_code(code)
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)
+            })
+            .collect();
+        Reply::Answer(ResponseKind::CreateTopics(
+            CreateTopicsResponse::default().with_topics(topics),
+        ))
+    }
+
+    /// `run` as a whole: a flow task that dies (here the offset syncs writer, whose topic
+    /// the source refuses for good) ends it with an error naming the task and the cause.
+    #[tokio::test]
+    async fn a_dead_task_ends_run_with_an_error_naming_it() {
+        // TOPIC_AUTHORIZATION_FAILED, which a real broker gives only with ACLs.
+        let source = FakeBroker::start(1, &[], |r| create_topics(&r.body, 29)).await;
+        let target = FakeBroker::start(2, &[], |r| create_topics(&r.body, 0)).await;
+        let text = format!(
+            "clusters = a, b\na.bootstrap.servers = {}\nb.bootstrap.servers = {}\n\
+             a->b.enabled = true\nreplication.factor = 1\ninternal.topic.replication.factor = 1\n\
+             emit.heartbeats.enabled = false\nemit.checkpoints.enabled = false\n\
+             sync.topic.configs.enabled = false\nsync.topic.acls.enabled = false\n\
+             request.timeout.ms = 2000\n",
+            source.addr, target.addr
+        );
+        let (config, _) = crate::config::parse_properties(&text, "mm2.properties").unwrap();
+        let shutdown = CancellationToken::new();
+        let ended = tokio::time::timeout(Duration::from_secs(30), run(config, shutdown)).await;
+        let Ok(Err(e)) = ended else {
+            panic!("run did not end with an error: {ended:?}");
+        };
+        let message = e.to_string();
+        assert!(
+            message.starts_with("flow a->b: the offset syncs writer failed: CreateTopics")
+                && message.contains("TopicAuthorizationFailed"),
+            "{message}"
+        );
+    }
 
     fn broken() -> KafkaError {
         KafkaError::Other("broken".into())
