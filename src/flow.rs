@@ -22,7 +22,7 @@ use crate::mm2::checkpoint::{self, CheckpointConfig};
 use crate::mm2::heartbeat::{self, HeartbeatConfig};
 use crate::mm2::offset_sync;
 use crate::mm2::topic_sync::{
-    apply_configs, ensure_internal_topic, ensure_topics, replicable_configs,
+    apply_configs, await_internal_topic, ensure_topics, replicable_configs,
 };
 use crate::offset_map::{OffsetMap, Position, Translations};
 use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
@@ -489,9 +489,14 @@ async fn control(
         if running.create_progress {
             running.create_progress = false;
             let rf = flow.internal_replication_factor;
-            ensure_internal_topic(target, &running.progress_topic, rf)
+            // Like the MM2 tasks' topics: a transient refusal is retried, not the end.
+            let topic = &running.progress_topic;
+            if !await_internal_topic(target, topic, rf, shutdown)
                 .await
-                .map_err(fail)?;
+                .map_err(fail)?
+            {
+                return Ok(());
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
@@ -738,6 +743,44 @@ mod tests {
                 && message.contains("TopicAuthorizationFailed"),
             "{message}"
         );
+    }
+
+    /// The progress topic is created once replication runs; a transient refusal then
+    /// (NOT_CONTROLLER: the controller moving) is retried, not the end of the flow.
+    #[tokio::test]
+    async fn a_transient_failure_creating_the_progress_topic_is_retried() {
+        let source = FakeBroker::start(1, &[], |r| create_topics(&r.body, 0)).await;
+        let mut refused = false;
+        let target = FakeBroker::start(2, &[], move |r| {
+            // NOT_CONTROLLER the first time, then created.
+            let code = if refused { 0 } else { 41 };
+            refused |= matches!(r.body, RequestKind::CreateTopics(_));
+            create_topics(&r.body, code)
+        })
+        .await;
+        let text = format!(
+            "clusters = a, b\na.bootstrap.servers = {}\nb.bootstrap.servers = {}\n\
+             a->b.enabled = true\nreplication.factor = 1\ninternal.topic.replication.factor = 1\n\
+             emit.heartbeats.enabled = false\nemit.checkpoints.enabled = false\n\
+             sync.topic.configs.enabled = false\nsync.topic.acls.enabled = false\n\
+             request.timeout.ms = 2000\n",
+            source.addr, target.addr
+        );
+        let (config, _) = crate::config::parse_properties(&text, "mm2.properties").unwrap();
+        let shutdown = CancellationToken::new();
+        let flows = tokio::spawn(run(config, shutdown.clone()));
+        let created = || target.received_of(kafka_protocol::messages::ApiKey::CreateTopics);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while created().len() < 2 && !flows.is_finished() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no second CreateTopics"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        shutdown.cancel();
+        let ended = tokio::time::timeout(Duration::from_secs(20), flows).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
     }
 
     fn broken() -> KafkaError {
