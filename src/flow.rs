@@ -212,7 +212,15 @@ async fn run_flow(
     .await
     .err();
     let stats = match running.stop().await {
-        Ok(stats) => stats,
+        Ok(Some(stats)) => stats,
+        // The engine ended before the drain: nothing was committed at the stop.
+        Ok(None) => {
+            return Err(error.unwrap_or(FlowError::Task {
+                flow: name,
+                task: "produce engine",
+                cause: TaskEnd::Returned,
+            }))
+        }
         Err((task, cause)) => {
             return Err(error.unwrap_or(FlowError::Task {
                 flow: name,
@@ -537,8 +545,10 @@ impl Running {
 
     /// The one drain: background tasks stop, then the source reads, then the engine drains
     /// its batches in flight and commits; the offset syncs writer finishes last. Every task
-    /// is waited for, whatever one of them did; the first failure is the result.
-    async fn stop(mut self) -> Result<Stats, (&'static str, TaskEnd)> {
+    /// is waited for, whatever one of them did; the first failure is the result. `None`
+    /// when the engine had ended before (so nothing was drained and committed here).
+    async fn stop(mut self) -> Result<Option<Stats>, (&'static str, TaskEnd)> {
+        let drains = !self.engine.set.is_empty();
         self.side_shutdown.cancel();
         let side = self.side.join().await;
         // Stop reading the source first, then let the engine drain and commit.
@@ -550,7 +560,7 @@ impl Running {
         let syncs = self.syncs.join().await;
         match side.or(fetch).or(engine).or(syncs) {
             Some(failed) => Err(failed),
-            None => Ok(self.stats.borrow().clone()),
+            None => Ok(drains.then(|| self.stats.borrow().clone())),
         }
     }
 }
