@@ -211,7 +211,7 @@ async fn run_flow(
     )
     .await
     .err();
-    let stats = match running.stop().await {
+    let stats = match running.stop(&name).await {
         Ok(Some(stats)) => stats,
         // The engine ended before the drain: nothing was committed at the stop.
         Ok(None) => {
@@ -229,7 +229,6 @@ async fn run_flow(
             }))
         }
     };
-    tracing::info!(flow = %name, records = stats.records, batches = stats.batches, bytes = stats.bytes, lag = stats.lag, "flow stopped; progress committed");
     if let Some(e) = error {
         return Err(e);
     }
@@ -543,21 +542,27 @@ impl Running {
         }
     }
 
-    /// The one drain: background tasks stop, then the source reads, then the engine drains
-    /// its batches in flight and commits; the offset syncs writer finishes last. Every task
-    /// is waited for, whatever one of them did; the first failure is the result. `None`
-    /// when the engine had ended before (so nothing was drained and committed here).
-    async fn stop(mut self) -> Result<Option<Stats>, (&'static str, TaskEnd)> {
+    /// The one drain: background tasks are told to stop, then the source reads stop, then
+    /// the engine drains its batches in flight and commits, then the offset syncs writer
+    /// writes what is queued; the background tasks are waited for last, so that one stuck
+    /// on a silent cluster cannot hold the commit. Every task is waited for, whatever one
+    /// of them did; the first failure is the result. `None` when the engine had ended
+    /// before (so nothing was drained and committed here).
+    async fn stop(mut self, name: &str) -> Result<Option<Stats>, (&'static str, TaskEnd)> {
         let drains = !self.engine.set.is_empty();
         self.side_shutdown.cancel();
-        let side = self.side.join().await;
         // Stop reading the source first, then let the engine drain and commit.
         self.fetch_shutdown.cancel();
         let fetch = self.fetch.join().await;
         self.engine_shutdown.cancel();
         let engine = self.engine.join().await;
+        if drains && engine.is_none() {
+            let stats = self.stats.borrow().clone();
+            tracing::info!(flow = %name, records = stats.records, batches = stats.batches, bytes = stats.bytes, lag = stats.lag, "flow stopped; progress committed");
+        }
         self.syncs_shutdown.cancel();
         let syncs = self.syncs.join().await;
+        let side = self.side.join().await;
         match side.or(fetch).or(engine).or(syncs) {
             Some(failed) => Err(failed),
             None => Ok(drains.then(|| self.stats.borrow().clone())),

@@ -348,3 +348,48 @@ fn a_source_outage_is_one_warning_and_its_end_is_logged() {
     drop(strait);
     source.stop();
 }
+
+/// The drain commits progress first: an MM2 task hanging on a silent source (here the
+/// checkpoint task's group listing, with a 60 s request timeout) must not hold the produce
+/// engine's drain and commit until the shutdown deadline cuts everything.
+#[test]
+fn a_task_hanging_at_shutdown_does_not_hold_the_commit() {
+    kafka::fetch();
+    let proxy = Proxy::start();
+    let advertised = format!("advertised.listeners=PLAINTEXT://{}", proxy.addr());
+    let source = kafka::Cluster::start("silentsrc", &[&advertised]);
+    proxy.to(&source.bootstrap);
+    let [_, target] = kafka::clusters();
+    let topic = kafka::unique("hang");
+    kafka::create_topic(&source, &topic, 1, &[]);
+    let config = format!(
+        "clusters = src, tgt\nsrc.bootstrap.servers = {}\ntgt.bootstrap.servers = {}\n\
+         src->tgt.enabled = true\nsrc->tgt.topics = {topic}\nreplication.factor = 1\n\
+         internal.topic.replication.factor = 1\nemit.checkpoints.interval.seconds = 1\n\
+         offset-syncs.topic.location = target\nsrc.request.timeout.ms = 60000\n\
+         shutdown.drain.timeout.ms = 1000\n",
+        proxy.addr(),
+        target.bootstrap
+    );
+    let mut strait = Strait::start(&config, "properties").allow(&[
+        "fetch failed",
+        "cannot place partitions",
+        "cannot read source consumer groups",
+        "timed out",
+        "shutdown did not finish",
+    ]);
+    strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains("replicating"));
+    std::thread::sleep(Duration::from_secs(3));
+    proxy.blackhole(true);
+    std::thread::sleep(Duration::from_secs(3));
+    strait.signal("TERM");
+    let status = strait.wait_exit(Duration::from_secs(30));
+    let log = strait.log_text();
+    assert!(
+        log.contains("flow stopped; progress committed"),
+        "{status}\n{log}"
+    );
+    drop(strait);
+    proxy.blackhole(false);
+    source.stop();
+}
