@@ -57,6 +57,8 @@ pub enum TaskEnd {
     Panicked(String),
     #[error("stopped unexpectedly")]
     Returned,
+    #[error("was cancelled")]
+    Cancelled,
 }
 
 /// Runs every enabled flow until `shutdown` is cancelled, then drains and commits.
@@ -92,7 +94,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Flow
 }
 
 impl TaskEnd {
-    /// A task's end as its join handle reports it (a panic, or the task was aborted).
+    /// A task's end as its join handle reports it: a panic, or the task was aborted.
     fn from_join(e: JoinError) -> TaskEnd {
         match e.try_into_panic() {
             Ok(payload) => TaskEnd::Panicked(
@@ -102,7 +104,7 @@ impl TaskEnd {
                     .or_else(|| payload.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "(no message)".to_string()),
             ),
-            Err(e) => TaskEnd::Panicked(e.to_string()),
+            Err(_) => TaskEnd::Cancelled,
         }
     }
 }
