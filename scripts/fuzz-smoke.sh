@@ -9,6 +9,9 @@
 #
 # Environment:
 #   FUZZ_SECONDS     run time per target (default 20)
+#   FUZZ_RUNS        executions per target instead of a run time (a long campaign)
+#   FUZZ_CORPUS      keep each target's corpus in this directory (<dir>/<target>, seeded from
+#                    testdata/ on first use) instead of a temporary one
 #   FUZZ_TOOLCHAIN   toolchain that builds the targets (default nightly)
 #   FUZZ_TARGETS     space-separated targets to run (default: all of fuzz/fuzz_targets)
 #   FUZZ_TARGET_DIR  where the targets are built (default: $STRAIT_CACHE or ~/.cache/strait, /fuzz-target)
@@ -48,6 +51,8 @@ cargo fuzz --version
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
+corpora="${FUZZ_CORPUS:-$work}"
+
 # `batch`: Fetch `records` bytes as they are.
 mkdir -p "$work/batch"
 cp testdata/batches/*.bin "$work/batch/"
@@ -61,8 +66,20 @@ for f in testdata/frames/*.bin; do
     case "${BASH_REMATCH[1]}" in
         produce) key=0 ;;
         fetch) key=1 ;;
+        list-offsets) key=2 ;;
         metadata) key=3 ;;
+        offset-commit) key=8 ;;
+        offset-fetch) key=9 ;;
+        find-coordinator) key=10 ;;
+        list-groups) key=16 ;;
         api-versions) key=18 ;;
+        create-topics) key=19 ;;
+        init-producer-id) key=22 ;;
+        describe-acls) key=29 ;;
+        create-acls) key=30 ;;
+        describe-configs) key=32 ;;
+        create-partitions) key=37 ;;
+        incremental-alter-configs) key=44 ;;
         *) die "$f: unknown API ${BASH_REMATCH[1]}" ;;
     esac
     version="${BASH_REMATCH[2]}"
@@ -82,15 +99,25 @@ say "building: $targets"
 "${fuzz[@]}" build --target-dir "$TARGET_DIR"
 say "built in $((SECONDS - start)) s"
 
+if [[ -n "${FUZZ_RUNS:-}" ]]; then
+    limit=(-runs="$FUZZ_RUNS") what="$FUZZ_RUNS executions"
+else
+    limit=(-max_total_time="$SECONDS_PER_TARGET") what="$SECONDS_PER_TARGET s"
+fi
+
 failed=()
 for target in $targets; do
-    corpus="$work/$target"
+    corpus="$corpora/$target"
+    if [[ "$corpus" != "$work/$target" ]]; then
+        mkdir -p "$corpus"
+        cp -n "$work/$target/"* "$corpus/"
+    fi
     mkdir -p "$corpus" "$ARTIFACTS/$target"
     log="$work/$target.log"
-    say "running $target for $SECONDS_PER_TARGET s ($(ls "$corpus" | wc -l) seeds)"
+    say "running $target for $what ($(ls "$corpus" | wc -l) inputs to start from)"
     t0=$SECONDS
     if "${fuzz[@]}" run --target-dir "$TARGET_DIR" "$target" "$corpus" -- \
-        -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -print_final_stats=1 \
+        "${limit[@]}" -timeout=10 -print_final_stats=1 \
         -artifact_prefix="$ARTIFACTS/$target/" >"$log" 2>&1; then
         grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)' "$log" || true
         say "$target: ok ($((SECONDS - t0)) s, corpus $(ls "$corpus" | wc -l) inputs)"

@@ -22,7 +22,7 @@ use crate::mm2::checkpoint::{self, CheckpointConfig};
 use crate::mm2::heartbeat::{self, HeartbeatConfig};
 use crate::mm2::offset_sync;
 use crate::mm2::topic_sync::{
-    apply_configs, await_internal_topic, ensure_topics, replicable_configs,
+    apply_configs, await_internal_topic, ensure_remote_topics, replicable_configs,
 };
 use crate::offset_map::{OffsetMap, Position, Translations};
 use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
@@ -285,6 +285,7 @@ async fn start(
         drain_timeout: Duration::from_millis(flow.shutdown_drain_timeout_ms),
         coalesce_bytes: flow.produce_coalesce_bytes,
         transactional_id: flow.fencing_transactional_id.clone(),
+        delivery_timeout: Duration::from_millis(flow.produce_delivery_timeout_ms),
     };
     let translations: Translations = Arc::default();
     let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();
@@ -527,7 +528,8 @@ async fn control(
             }
             _ = status.tick() => {
                 let s = running.stats.borrow().clone();
-                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, "replication status");
+                let f = running.fetcher.stats();
+                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, source_truncations = f.truncations, offsets_lost_to_retention = f.offsets_lost_to_retention, recreated_source_partitions = f.recreated_partitions, "replication status");
             }
         }
     }
@@ -627,7 +629,15 @@ async fn discover(
                 .unwrap_or_default(),
         })
         .collect();
-    ensure_topics(target, &specs).await?;
+    // A topic the target refused is left out of this discovery (not routed, not known), so
+    // the next one tries again.
+    let refused = ensure_remote_topics(target, &specs).await?;
+    let remote = |name: &String| flow.policy.format_remote_topic(&flow.source, name);
+    wanted.retain(|name, _| !refused.contains(&remote(name)));
+    let changed = changed
+        .into_iter()
+        .filter(|name| !refused.contains(&remote(name)))
+        .collect();
     Ok(Discovered { wanted, changed })
 }
 

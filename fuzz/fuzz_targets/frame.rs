@@ -4,23 +4,34 @@
 //! it), and `decode_response` must return `Ok` or `Err` for every frame, never panic.
 //!
 //! Input layout: `[api, version, chunking, stream...]`.
-//! - `api`: a Kafka API key taken mod 4, which keeps the real keys apart: 0 Produce,
-//!   1 Fetch, 2 ApiVersions (key 18), 3 Metadata.
+//! - `api`: the Kafka API key of the response, one of the 16 whose responses strait decodes
+//!   ([`APIS`]); any other byte picks one of them by index (`api` mod 16).
 //! - `version`: the response version, taken mod (highest version + 1); versions below the
 //!   lowest supported one exercise the decoders' own version check.
-//! - `chunking`: the low 2 bits pick the frame limit (64 KiB, 4 KiB, 64 B, 4 B), the upper
-//!   6 bits seed the chunk sizes the stream arrives in (0: all at once).
+//! - `chunking`: the low 2 bits pick the frame limit (strait's own, `MAX_FRAME_BYTES`, then
+//!   4 KiB, 64 B, 4 B), the upper 6 bits seed the chunk sizes the stream arrives in (0: all
+//!   at once).
 //!
 //! Seeds: the response frames in `testdata/frames/` behind that 3-byte prefix.
 #![no_main]
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiVersionsRequest, FetchRequest, MetadataRequest, ProduceRequest};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, CreateAclsRequest, CreatePartitionsRequest, CreateTopicsRequest,
+    DescribeAclsRequest, DescribeConfigsRequest, FetchRequest, FindCoordinatorRequest,
+    IncrementalAlterConfigsRequest, InitProducerIdRequest, ListGroupsRequest, ListOffsetsRequest,
+    MetadataRequest, OffsetCommitRequest, OffsetFetchRequest, ProduceRequest,
+};
 use kafka_protocol::protocol::Request;
 use libfuzzer_sys::fuzz_target;
-use strait::kafka::codec::{correlation_id, decode_frame, decode_response, FrameError};
+use strait::kafka::codec::{
+    correlation_id, decode_frame, decode_response, FrameError, MAX_FRAME_BYTES,
+};
 
-const LIMITS: [usize; 4] = [64 * 1024, 4096, 64, 4];
+const LIMITS: [usize; 4] = [MAX_FRAME_BYTES, 4096, 64, 4];
+
+/// The API keys of every request strait sends, so of every response it decodes.
+const APIS: [u8; 16] = [0, 1, 2, 3, 8, 9, 10, 16, 18, 19, 22, 29, 30, 32, 37, 44];
 
 /// Response frames decoded per input; the stream can hold thousands of 4-byte frames.
 const MAX_DECODED_FRAMES: usize = 16;
@@ -31,12 +42,31 @@ fuzz_target!(|data: &[u8]| {
     };
     let max = LIMITS[usize::from(chunking & 3)];
     let frames = split(stream, max, chunking >> 2);
+    let api = if APIS.contains(api) {
+        *api
+    } else {
+        APIS[usize::from(*api) % APIS.len()]
+    };
     for frame in frames.into_iter().take(MAX_DECODED_FRAMES) {
-        match api % 4 {
-            0 => decode::<ProduceRequest>(*version, frame),
-            1 => decode::<FetchRequest>(*version, frame),
-            2 => decode::<ApiVersionsRequest>(*version, frame),
-            _ => decode::<MetadataRequest>(*version, frame),
+        let v = *version;
+        match api {
+            0 => decode::<ProduceRequest>(v, frame),
+            1 => decode::<FetchRequest>(v, frame),
+            2 => decode::<ListOffsetsRequest>(v, frame),
+            3 => decode::<MetadataRequest>(v, frame),
+            8 => decode::<OffsetCommitRequest>(v, frame),
+            9 => decode::<OffsetFetchRequest>(v, frame),
+            10 => decode::<FindCoordinatorRequest>(v, frame),
+            16 => decode::<ListGroupsRequest>(v, frame),
+            18 => decode::<ApiVersionsRequest>(v, frame),
+            19 => decode::<CreateTopicsRequest>(v, frame),
+            22 => decode::<InitProducerIdRequest>(v, frame),
+            29 => decode::<DescribeAclsRequest>(v, frame),
+            30 => decode::<CreateAclsRequest>(v, frame),
+            32 => decode::<DescribeConfigsRequest>(v, frame),
+            37 => decode::<CreatePartitionsRequest>(v, frame),
+            44 => decode::<IncrementalAlterConfigsRequest>(v, frame),
+            _ => unreachable!("APIS holds only the keys above"),
         }
     }
 });

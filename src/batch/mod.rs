@@ -37,7 +37,7 @@ pub use aborted::AbortedFilter;
 pub use compression::Compression;
 pub use read_committed::ReadCommitted;
 pub(crate) use records::put_uvarint;
-pub use records::{decode_uncompressed, encode_batch, DecodedRecord, OwnRecord};
+pub use records::{decode_records, decode_uncompressed, encode_batch, DecodedRecord, OwnRecord};
 pub use rewrite::{coalesce, renumber, Renumbered};
 
 /// Size of the fixed v2 batch header (`DefaultRecordBatch.RECORD_BATCH_OVERHEAD`).

@@ -2,16 +2,17 @@
 //!
 //! [`encode_batch`] builds uncompressed batches for strait's own internal topics;
 //! [`decode_uncompressed`] reads them back, and reads the marker of a control batch for
-//! [`crate::batch::AbortedFilter`].
+//! [`crate::batch::AbortedFilter`]; [`decode_records`] reads them whatever codec a broker
+//! stored them with.
 //! The varint and zigzag helpers here are shared with `rewrite`, which re-frames records
 //! without decoding them.
 
 use bytes::{BufMut, Bytes};
 
 use super::{
-    put, seal, BatchError, Compression, ProducerStamp, RawBatch, ATTRIBUTES_AT, ATTR_TRANSACTIONAL,
-    BASE_OFFSET_AT, BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT, HEADER_LEN,
-    LAST_OFFSET_DELTA_AT, LOG_OVERHEAD, MAGIC_AT, MAGIC_V2, MAX_TIMESTAMP_AT,
+    put, seal, BatchError, Compression, ProducerStamp, RawBatch, ATTRIBUTES_AT, ATTR_CODEC_MASK,
+    ATTR_TRANSACTIONAL, BASE_OFFSET_AT, BASE_SEQUENCE_AT, BASE_TIMESTAMP_AT, BATCH_LENGTH_AT,
+    HEADER_LEN, LAST_OFFSET_DELTA_AT, LOG_OVERHEAD, MAGIC_AT, MAGIC_V2, MAX_TIMESTAMP_AT,
     PARTITION_LEADER_EPOCH_AT, PRODUCER_EPOCH_AT, PRODUCER_ID_AT, RECORD_COUNT_AT,
 };
 
@@ -232,9 +233,9 @@ impl RecordReader<'_> {
     }
 }
 
-/// Decodes the records of an uncompressed batch (strait's readers of its own internal
-/// topics, control-batch markers, tests). Compressed batches are an error: strait's own
-/// topics and control batches are written uncompressed, and forwarding never decodes.
+/// Decodes the records of an uncompressed batch (control-batch markers, tests; strait's own
+/// topics go through [`decode_records`]). Compressed batches are an error: control batches
+/// are written uncompressed, and forwarding never decodes.
 ///
 /// Offsets are `base_offset + offsetDelta`; timestamps are `base_timestamp + timestampDelta`
 /// for CreateTime and the batch's max timestamp for LogAppendTime, as in the Java client.
@@ -304,6 +305,32 @@ pub fn decode_uncompressed(batch: &RawBatch) -> Result<Vec<DecodedRecord>, Batch
     Ok(records)
 }
 
+/// Decodes the records of a batch whatever its codec: a compressed one is decompressed
+/// (bounded, [`crate::batch::compression::DEFAULT_MAX_DECOMPRESSED`]) into an uncompressed
+/// copy first. For strait's readers of its own internal topics, which it writes
+/// uncompressed but a broker or topic with another `compression.type` stores recompressed.
+pub fn decode_records(batch: &RawBatch) -> Result<Vec<DecodedRecord>, BatchError> {
+    let compression = batch.compression()?;
+    if compression == Compression::None {
+        return decode_uncompressed(batch);
+    }
+    let plain = super::compression::decompress(compression, batch.records()).map_err(|source| {
+        BatchError::Codec {
+            base_offset: batch.base_offset(),
+            source,
+        }
+    })?;
+    let mut bytes = Vec::with_capacity(HEADER_LEN + plain.len());
+    bytes.extend_from_slice(batch.as_bytes().get(..HEADER_LEN).unwrap_or(&[]));
+    bytes.extend_from_slice(&plain);
+    // At most 64 MiB of records: the length fits.
+    let batch_length = (bytes.len() - LOG_OVERHEAD) as i32;
+    bytes[BATCH_LENGTH_AT..BATCH_LENGTH_AT + 4].copy_from_slice(&batch_length.to_be_bytes());
+    let attributes = batch.attributes() & !ATTR_CODEC_MASK;
+    bytes[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attributes.to_be_bytes());
+    decode_uncompressed(&RawBatch::new(Bytes::from(bytes))?)
+}
+
 /// Unsigned LEB128 of at most `max_bytes` bytes at the start of `buf`: the value and its
 /// length in bytes, `None` if cut short or too long.
 pub(super) fn uvarint_at(buf: &[u8], max_bytes: usize) -> Option<(u64, usize)> {
@@ -334,6 +361,21 @@ mod tests {
     use super::super::AbortedFilter;
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn decode_records_reads_every_codec_as_its_plain_copy() {
+        for (codec, bytes) in JAVA_BATCHES {
+            let batch = RawBatch::new(Bytes::from_static(bytes)).unwrap();
+            let plain = decode_uncompressed(&plain_copy(&batch)).unwrap();
+            assert_eq!(plain.len(), 12, "{codec:?}");
+            assert_eq!(decode_records(&batch).unwrap(), plain, "{codec:?}");
+        }
+        let plain = RawBatch::new(simple(b"v")).unwrap();
+        assert_eq!(
+            decode_records(&plain).unwrap(),
+            decode_uncompressed(&plain).unwrap()
+        );
+    }
 
     #[test]
     fn encode_decode_round_trip() {

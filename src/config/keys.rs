@@ -974,6 +974,36 @@ pub static KEYS: &[KeySpec] = &[
              for at most a quarter of it (and at most `fetch.max.bytes`).",
     ),
     KeySpec::new(
+        "produce.delivery.timeout.ms",
+        Flow,
+        "120000",
+        flow!(produce_delivery_timeout_ms, parse_int),
+    )
+    .toml("produce_delivery_timeout_ms")
+    .strait()
+    .doc(
+        "How long a batch the target keeps refusing with a retriable error (NOT_ENOUGH_REPLICAS, \
+             CORRUPT_MESSAGE, UNKNOWN_SERVER_ERROR, ...) is resent, from its first send, in \
+             milliseconds; then its partition stops with an error naming the partition, the \
+             error code and the source offset. Nothing is lost: a restart resumes there.",
+    ),
+    KeySpec::new(
+        "producer.delivery.timeout.ms",
+        Flow,
+        "120000",
+        flow!(produce_delivery_timeout_ms, parse_int),
+    )
+    .toml("produce_delivery_timeout_ms")
+    .doc("MM2 producer name of `produce.delivery.timeout.ms`."),
+    KeySpec::new(
+        "producer.delivery.timeout.ms",
+        TargetCluster,
+        "120000",
+        flow!(produce_delivery_timeout_ms, parse_int),
+    )
+    .toml("produce_delivery_timeout_ms")
+    .doc("`<target>.producer.delivery.timeout.ms`: for flows writing `<target>`."),
+    KeySpec::new(
         "produce.coalesce.bytes",
         Flow,
         "0",

@@ -151,6 +151,10 @@ pub struct FlowConfig {
     /// Merge consecutive small uncompressed batches of a partition into target batches of up
     /// to this many bytes (records re-framed); 0 forwards every batch as it is. Default 0.
     pub produce_coalesce_bytes: usize,
+    /// How long a batch the target keeps refusing with a retriable error is resent before
+    /// its partition is stopped, in milliseconds. Default 120000 (the Java producer's
+    /// `delivery.timeout.ms`).
+    pub produce_delivery_timeout_ms: u64,
 }
 
 impl PartialEq for FlowConfig {
@@ -187,6 +191,7 @@ impl PartialEq for FlowConfig {
             produce_max_request_bytes,
             buffer_bytes,
             produce_coalesce_bytes,
+            produce_delivery_timeout_ms,
         } = self;
         *source == other.source
             && *target == other.target
@@ -221,6 +226,7 @@ impl PartialEq for FlowConfig {
             && *produce_max_request_bytes == other.produce_max_request_bytes
             && *buffer_bytes == other.buffer_bytes
             && *produce_coalesce_bytes == other.produce_coalesce_bytes
+            && *produce_delivery_timeout_ms == other.produce_delivery_timeout_ms
     }
 }
 
@@ -301,4 +307,6 @@ pub mod defaults {
     pub const BUFFER_BYTES: usize = 33_554_432;
     /// Coalescing of small batches: off (strait's own).
     pub const PRODUCE_COALESCE_BYTES: usize = 0;
+    /// How long a refused batch is resent (the Java producer's `delivery.timeout.ms`).
+    pub const PRODUCE_DELIVERY_TIMEOUT_MS: u64 = 120_000;
 }

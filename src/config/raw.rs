@@ -157,4 +157,5 @@ pub(crate) struct RawFlow {
     pub produce_max_request_bytes: Option<Sourced<i64>>,
     pub buffer_bytes: Option<Sourced<i64>>,
     pub produce_coalesce_bytes: Option<Sourced<i64>>,
+    pub produce_delivery_timeout_ms: Option<Sourced<i64>>,
 }

@@ -663,6 +663,13 @@ impl<'a> Validator<'a> {
             0,
             i32_max,
         )? as usize;
+        let produce_delivery_timeout_ms = self.int(
+            layers.get(|f| &f.produce_delivery_timeout_ms),
+            &path("produce_delivery_timeout_ms"),
+            defaults::PRODUCE_DELIVERY_TIMEOUT_MS as i64,
+            1,
+            i64::MAX,
+        )? as u64;
 
         Ok(Some(FlowConfig {
             source: source.value.clone(),
@@ -694,6 +701,7 @@ impl<'a> Validator<'a> {
             produce_max_request_bytes,
             buffer_bytes,
             produce_coalesce_bytes,
+            produce_delivery_timeout_ms,
         }))
     }
 }

@@ -37,16 +37,72 @@ const DYNAMIC_TOPIC_CONFIG: i8 = 1;
 /// `AlterConfigOp.OpType.SET`.
 const SET: i8 = 0;
 
-/// Creates `topics`; one that already exists is not an error. Returns the names of the
-/// topics created.
+/// What a cluster answered for each topic of [`create_topics`] or [`create_partitions`]:
+/// one topic refused (a name too long, a create policy, an ACL) leaves the others done.
+#[derive(Debug, Default)]
+pub struct TopicResults {
+    /// Topics created, or grown.
+    pub done: Vec<String>,
+    /// Topics the cluster refused, each with its error (Kafka error code and message).
+    pub refused: Vec<(String, KafkaError)>,
+}
+
+impl TopicResults {
+    fn merge(&mut self, other: TopicResults) {
+        self.done.extend(other.done);
+        self.refused.extend(other.refused);
+    }
+}
+
+/// Metadata records one request may ask the controller for. A KRaft controller refuses an
+/// operation of more than 10,000 records (`QuorumController.MAX_RECORDS_PER_USER_OP`:
+/// "Unable to perform excessively large batch operation"); a new topic takes one record,
+/// plus one per partition and one per config, a new partition one.
+const MAX_RECORDS_PER_REQUEST: usize = 5_000;
+
+/// Splits `items` into runs of at most `budget` in total `weight`, in order; an item
+/// heavier than the budget goes alone (the cluster judges it).
+fn chunks<T>(items: &[T], weight: impl Fn(&T) -> usize, budget: usize) -> Vec<&[T]> {
+    let mut out = Vec::new();
+    let (mut start, mut total) = (0, 0);
+    for (i, item) in items.iter().enumerate() {
+        let w = weight(item);
+        if i > start && total + w > budget {
+            out.push(&items[start..i]);
+            (start, total) = (i, 0);
+        }
+        total += w;
+    }
+    if start < items.len() {
+        out.push(&items[start..]);
+    }
+    out
+}
+
+/// The controller records creating `spec` takes: the topic, its partitions, its configs.
+fn creation_records(spec: &TopicSpec) -> usize {
+    1 + usize::try_from(spec.partitions).unwrap_or(0) + spec.configs.len()
+}
+
+/// Creates `topics`, in requests of at most [`MAX_RECORDS_PER_REQUEST`] controller records;
+/// one that already exists is neither created nor refused. A failed request is an error;
+/// refused topics are in the results.
 pub async fn create_topics(
     target: &Cluster,
     topics: &[&TopicSpec],
-) -> Result<Vec<String>, KafkaError> {
-    let mut created = Vec::new();
-    if topics.is_empty() {
-        return Ok(created);
+) -> Result<TopicResults, KafkaError> {
+    let mut results = TopicResults::default();
+    for chunk in chunks(topics, |s| creation_records(s), MAX_RECORDS_PER_REQUEST) {
+        results.merge(create_topics_request(target, chunk).await?);
     }
+    Ok(results)
+}
+
+/// One CreateTopics request for `topics`.
+async fn create_topics_request(
+    target: &Cluster,
+    topics: &[&TopicSpec],
+) -> Result<TopicResults, KafkaError> {
     let timeout_ms = target.timeout_ms();
     let request = CreateTopicsRequest::default()
         .with_timeout_ms(timeout_ms)
@@ -72,35 +128,54 @@ pub async fn create_topics(
                 .collect(),
         );
     let response = target.send_any(&request).await?;
+    let mut results = TopicResults::default();
     for t in response.topics {
         let name = t.name.0.to_string();
         match t.error_code {
             0 => {
                 tracing::info!(cluster = %target.alias(), topic = %name, partitions = t.num_partitions, "created topic");
-                created.push(name);
+                results.done.push(name);
             }
             code if code == ResponseError::TopicAlreadyExists.code() => {}
             code => {
                 let detail = t.error_message.map(|m| m.to_string()).unwrap_or_default();
-                KafkaError::check(
+                if let Err(e) = KafkaError::check(
                     "CreateTopics",
                     || format!("topic {name} on {}: {detail}", target.alias()),
                     code,
-                )?;
+                ) {
+                    results.refused.push((name, e));
+                }
             }
         }
     }
-    Ok(created)
+    Ok(results)
 }
 
-/// Grows each topic of `grow` (spec, current partition count) to the spec's partition count.
+/// Grows each topic of `grow` (spec, current partition count) to the spec's partition
+/// count, in requests of at most [`MAX_RECORDS_PER_REQUEST`] new partitions. A failed
+/// request is an error; refused topics are in the results.
 pub async fn create_partitions(
     target: &Cluster,
     grow: &[(&TopicSpec, usize)],
-) -> Result<(), KafkaError> {
-    if grow.is_empty() {
-        return Ok(());
+) -> Result<TopicResults, KafkaError> {
+    let weight = |(s, from): &(&TopicSpec, usize)| {
+        usize::try_from(s.partitions)
+            .unwrap_or(0)
+            .saturating_sub(*from)
+    };
+    let mut results = TopicResults::default();
+    for chunk in chunks(grow, weight, MAX_RECORDS_PER_REQUEST) {
+        results.merge(create_partitions_request(target, chunk).await?);
     }
+    Ok(results)
+}
+
+/// One CreatePartitions request for `grow`.
+async fn create_partitions_request(
+    target: &Cluster,
+    grow: &[(&TopicSpec, usize)],
+) -> Result<TopicResults, KafkaError> {
     let timeout_ms = target.timeout_ms();
     let request = CreatePartitionsRequest::default()
         .with_timeout_ms(timeout_ms)
@@ -115,19 +190,24 @@ pub async fn create_partitions(
                 .collect(),
         );
     let response = target.send_any(&request).await?;
+    let mut results = TopicResults::default();
     for r in response.results {
         let name = r.name.0.to_string();
         let detail = r.error_message.map(|m| m.to_string()).unwrap_or_default();
-        KafkaError::check(
+        if let Err(e) = KafkaError::check(
             "CreatePartitions",
             || format!("topic {name} on {}: {detail}", target.alias()),
             r.error_code,
-        )?;
+        ) {
+            results.refused.push((name, e));
+            continue;
+        }
         if let Some((s, from)) = grow.iter().find(|(s, _)| s.name == name) {
             tracing::info!(cluster = %target.alias(), topic = %name, from, to = s.partitions, "added partitions");
         }
+        results.done.push(name);
     }
-    Ok(())
+    Ok(results)
 }
 
 /// Topic configs that differ from the broker defaults (set on the topic itself), by topic.
@@ -200,4 +280,107 @@ pub async fn alter_topic_configs(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka::fake_broker::{FakeBroker, Reply};
+    use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+    use kafka_protocol::messages::{ApiKey, CreateTopicsResponse, RequestKind, ResponseKind};
+
+    /// A KRaft controller's limit on the records of one operation
+    /// (`QuorumController.MAX_RECORDS_PER_USER_OP`).
+    const CONTROLLER_MAX_RECORDS: usize = 10_000;
+
+    /// The records a CreateTopics request asks the controller for.
+    fn records_asked(request: &CreateTopicsRequest) -> usize {
+        request
+            .topics
+            .iter()
+            .map(|t| 1 + t.num_partitions.max(0) as usize + t.configs.len())
+            .sum()
+    }
+
+    /// 1,000 topics of 10 partitions are 11,000 controller records: in one request the
+    /// controller refuses them all ("Unable to perform excessively large batch operation",
+    /// POLICY_VIOLATION, as a KRaft broker answered at that scale); split, all are created.
+    #[tokio::test]
+    async fn many_topics_are_created_in_requests_the_controller_accepts() {
+        let broker = FakeBroker::start(1, &[], |r| match &r.body {
+            RequestKind::CreateTopics(request) => {
+                let too_large = records_asked(request) > CONTROLLER_MAX_RECORDS;
+                let topics = request
+                    .topics
+                    .iter()
+                    .map(|t| {
+                        let result = CreatableTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_num_partitions(t.num_partitions);
+                        if too_large {
+                            result
+                                .with_error_code(ResponseError::PolicyViolation.code())
+                                .with_error_message(Some(StrBytes::from_static_str(
+                                    "Unable to perform excessively large batch operation.",
+                                )))
+                        } else {
+                            result
+                        }
+                    })
+                    .collect();
+                Reply::Answer(ResponseKind::CreateTopics(
+                    CreateTopicsResponse::default().with_topics(topics),
+                ))
+            }
+            _ => Reply::Default,
+        })
+        .await;
+        let cluster = Cluster::new(
+            "fake",
+            vec![broker.addr.clone()],
+            "test",
+            std::time::Duration::from_secs(2),
+        );
+        let specs: Vec<TopicSpec> = (0..1_000)
+            .map(|i| TopicSpec {
+                name: format!("a.topic-{i}"),
+                partitions: 10,
+                replication_factor: -1,
+                configs: Vec::new(),
+            })
+            .collect();
+        let specs: Vec<&TopicSpec> = specs.iter().collect();
+        let results = create_topics(&cluster, &specs).await.unwrap();
+        assert!(
+            results.refused.is_empty(),
+            "{} topics refused, the first: {}",
+            results.refused.len(),
+            results.refused[0].1
+        );
+        assert_eq!(results.done.len(), 1_000);
+        let asked: Vec<usize> = broker
+            .received_of(ApiKey::CreateTopics)
+            .iter()
+            .map(|r| match &r.body {
+                RequestKind::CreateTopics(request) => records_asked(request),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(asked.iter().sum::<usize>(), 11_000);
+        assert!(
+            asked.iter().all(|&n| n <= MAX_RECORDS_PER_REQUEST),
+            "{asked:?}"
+        );
+    }
+
+    #[test]
+    fn chunks_stay_within_the_budget_and_keep_every_item_in_order() {
+        let weights = [3, 4, 2, 9, 1, 1, 12, 5];
+        let split = chunks(&weights, |w| *w, 10);
+        assert_eq!(
+            split,
+            [&[3, 4, 2][..], &[9, 1][..], &[1][..], &[12][..], &[5][..]]
+        );
+        assert!(chunks(&weights[..0], |w| *w, 10).is_empty());
+    }
 }

@@ -60,7 +60,8 @@ const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
 /// The pause before asking again after CONCURRENT_TRANSACTIONS.
 const CONCURRENT_TRANSACTIONS_BACKOFF: Duration = Duration::from_millis(100);
 
-/// Broker id -> `host:port`, from the last Metadata response of any sibling.
+/// Broker id -> `host:port`, from the last Metadata response of any sibling (brokers it
+/// does not list are dropped).
 type Directory = Arc<Mutex<HashMap<i32, String>>>;
 
 #[derive(Default)]
@@ -218,7 +219,7 @@ impl Cluster {
     }
 
     /// Metadata for `topics` (`None`: every topic), retried with backoff over brokers for
-    /// up to the request timeout. Updates the broker directory.
+    /// up to the request timeout. Replaces the broker directory with the brokers listed.
     pub async fn metadata(&self, topics: Option<&[String]>) -> Result<Vec<TopicMeta>, KafkaError> {
         let mut request = MetadataRequest::default();
         request.topics = topics.map(|names| {
@@ -232,11 +233,21 @@ impl Cluster {
         });
         request.allow_auto_topic_creation = false;
         let response: MetadataResponse = self.send_any(&request).await?;
-        {
-            let mut directory = self.directory.lock().unwrap();
-            for b in &response.brokers {
-                directory.insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));
-            }
+        // The response lists every live broker: one missing from it was retired (or is
+        // down) and leaves the directory, so that asking every broker does not fail on it
+        // forever. An answer with no broker at all is broken and changes nothing.
+        if !response.brokers.is_empty() {
+            let listed: HashMap<i32, String> = response
+                .brokers
+                .iter()
+                .map(|b| (b.node_id.0, format!("{}:{}", b.host.as_str(), b.port)))
+                .collect();
+            self.pool
+                .lock()
+                .unwrap()
+                .conns
+                .retain(|id, _| listed.contains_key(id));
+            *self.directory.lock().unwrap() = listed;
         }
         Ok(response
             .topics
@@ -382,7 +393,10 @@ impl Cluster {
 mod tests {
     use super::*;
     use crate::kafka::fake_broker::{FakeBroker, Reply};
-    use kafka_protocol::messages::{InitProducerIdResponse, RequestKind, ResponseKind};
+    use kafka_protocol::messages::metadata_response::MetadataResponseBroker;
+    use kafka_protocol::messages::{
+        BrokerId, InitProducerIdResponse, ListGroupsResponse, RequestKind, ResponseKind,
+    };
 
     /// With a transactional id, InitProducerId goes to that id's transaction coordinator and
     /// waits out CONCURRENT_TRANSACTIONS (the coordinator still fencing the previous holder).
@@ -425,5 +439,52 @@ mod tests {
                 .len(),
             2
         );
+    }
+
+    fn listed(id: i32, port: u16) -> MetadataResponseBroker {
+        MetadataResponseBroker::default()
+            .with_node_id(BrokerId(id))
+            .with_host(StrBytes::from_static_str("127.0.0.1"))
+            .with_port(i32::from(port))
+    }
+
+    /// A broker retired from the cluster leaves the directory at the next Metadata: asking
+    /// every broker (ListGroups) works again instead of failing on it forever.
+    #[tokio::test]
+    async fn brokers_no_longer_listed_leave_the_directory() {
+        let port = Arc::new(Mutex::new(0u16));
+        let own = port.clone();
+        let mut metadata_calls = 0;
+        let broker = FakeBroker::start(1, &[], move |r| match r.body {
+            RequestKind::Metadata(_) => {
+                metadata_calls += 1;
+                let own = *own.lock().unwrap();
+                // Broker 2 (nothing listens on port 9) is listed at first, then retired.
+                let brokers = match metadata_calls {
+                    1 => vec![listed(1, own), listed(2, 9)],
+                    _ => vec![listed(1, own)],
+                };
+                Reply::Answer(ResponseKind::Metadata(
+                    MetadataResponse::default().with_brokers(brokers),
+                ))
+            }
+            RequestKind::ListGroups(_) => {
+                Reply::Answer(ResponseKind::ListGroups(ListGroupsResponse::default()))
+            }
+            _ => Reply::Default,
+        })
+        .await;
+        *port.lock().unwrap() = broker.addr.rsplit(':').next().unwrap().parse().unwrap();
+        let cluster = Cluster::new(
+            "fake",
+            vec![broker.addr.clone()],
+            "test",
+            Duration::from_secs(1),
+        );
+        cluster.metadata(Some(&[])).await.unwrap();
+        assert_eq!(cluster.broker_ids(), [1, 2]);
+        let groups = crate::kafka::groups::list(&cluster).await;
+        assert!(groups.unwrap().is_empty());
+        assert_eq!(cluster.broker_ids(), [1]);
     }
 }

@@ -345,7 +345,15 @@ impl State {
             .topic_data
             .iter()
             .map(|t| {
-                let name = t.name.0.to_string();
+                // Produce v13+ names topics by id only.
+                let name = match t.name.0.as_str() {
+                    "" => self
+                        .topics
+                        .iter()
+                        .find(|(_, id, _)| *id == t.topic_id)
+                        .map_or_else(|| t.topic_id.to_string(), |(name, _, _)| name.clone()),
+                    name => name.to_string(),
+                };
                 TopicProduceResponse::default()
                     .with_name(t.name.clone())
                     .with_topic_id(t.topic_id)

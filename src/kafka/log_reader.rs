@@ -11,8 +11,15 @@ use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListO
 use kafka_protocol::messages::{FetchRequest, ListOffsetsRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
-use crate::batch::{decode_uncompressed, RawBatch, ReadCommitted};
+use crate::batch::{decode_records, RawBatch, ReadCommitted};
 use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
+
+/// The fetch size [`read_partition`] starts with: eight times a broker's default
+/// `max.message.bytes`, a few round trips for a partition of tests' data.
+const FIRST_FETCH_BYTES: i32 = 8 * 1024 * 1024;
+/// The most it grows to when no complete batch came: half the frame limit
+/// ([`crate::kafka::codec::MAX_FRAME_BYTES`]), so that the response still fits.
+const MAX_FETCH_BYTES: i32 = 128 * 1024 * 1024;
 
 /// ListOffsets (`read_committed`) for partitions led by the broker behind `conn`:
 /// `timestamp` -2 gives the log start offset, -1 the last stable offset.
@@ -57,7 +64,7 @@ pub async fn list_offsets(
 
 /// The keyed records (offset, key, value) of one of strait's own internal topic partitions,
 /// read with [`read_partition`]; records without a key or value are left out. `None` if the
-/// topic does not exist. Those topics hold uncompressed batches only.
+/// topic does not exist.
 pub async fn read_keyed_records(
     cluster: &Cluster,
     tp: &TopicPartition,
@@ -65,22 +72,33 @@ pub async fn read_keyed_records(
     let Some(batches) = read_partition(cluster, tp).await? else {
         return Ok(None);
     };
+    keyed_records(tp, &batches).map(Some)
+}
+
+/// The records of `batches` (read from `tp`) that have a key and a value. strait writes its
+/// internal topics uncompressed, but a broker or topic with another `compression.type`
+/// stores them recompressed: any codec is read.
+fn keyed_records(
+    tp: &TopicPartition,
+    batches: &[RawBatch],
+) -> Result<Vec<(i64, Bytes, Bytes)>, KafkaError> {
     let mut out = Vec::new();
     for batch in batches {
-        let records =
-            decode_uncompressed(&batch).map_err(|e| KafkaError::Other(format!("{tp}: {e}")))?;
+        let records = decode_records(batch).map_err(|e| KafkaError::Other(format!("{tp}: {e}")))?;
         out.extend(
             records
                 .into_iter()
                 .filter_map(|r| Some((r.offset, r.key?, r.value?))),
         );
     }
-    Ok(Some(out))
+    Ok(out)
 }
 
 /// Reads one partition from its log start to its current last stable offset, as a
 /// `read_committed` consumer sees it: the batches, with control batches and aborted
-/// transactions dropped. `None` if the topic does not exist. For strait's own internal
+/// transactions dropped, each CRC checked. `None` if the topic does not exist. A batch
+/// larger than the fetch size is fetched with a larger one; answers that never move the
+/// position are an error naming the partition and offset. For strait's own internal
 /// topics and for checking what a flow wrote; not the replication path.
 pub async fn read_partition(
     cluster: &Cluster,
@@ -113,12 +131,13 @@ pub async fn read_partition(
     };
     let mut out = Vec::new();
     let mut offset = start;
+    let mut fetch_bytes = FIRST_FETCH_BYTES;
     while offset < end {
         // A sessionless full fetch (session id 0, epoch -1; KIP-227).
         let request = FetchRequest::default()
             .with_max_wait_ms(100)
             .with_min_bytes(1)
-            .with_max_bytes(16 * 1024 * 1024)
+            .with_max_bytes(fetch_bytes)
             .with_isolation_level(1)
             .with_session_id(0)
             .with_session_epoch(-1)
@@ -131,7 +150,7 @@ pub async fn read_partition(
                     .with_fetch_offset(offset)
                     .with_last_fetched_epoch(-1)
                     .with_log_start_offset(-1)
-                    .with_partition_max_bytes(8 * 1024 * 1024)])]);
+                    .with_partition_max_bytes(fetch_bytes)])]);
         let response = conn.send(&request).await?;
         KafkaError::check("Fetch", || tp.to_string(), response.error_code)?;
         let data = response
@@ -147,16 +166,198 @@ pub async fn read_partition(
             .into_iter()
             .map(|a| (a.producer_id.0, a.first_offset));
         let committed = ReadCommitted::new(data.records.unwrap_or_default(), aborted, offset)
-            .map_err(|e| KafkaError::Other(format!("{tp}: {e}")))?;
-        if committed.is_empty() {
-            break;
-        }
+            .map_err(|e| KafkaError::Other(format!("{tp} at offset {offset}: {e}")))?;
+        let before = offset;
+        // Only batches that end past the position come out, so each one moves it on.
         for (batch, visible) in committed {
+            batch.verify_crc().map_err(|e| {
+                KafkaError::Other(format!("{tp} at offset {}: {e}", batch.base_offset()))
+            })?;
             offset = batch.next_offset();
             if visible {
                 out.push(batch);
             }
         }
+        if offset == before {
+            // No complete batch past the position: one larger than the fetch size from a
+            // broker that does not send the first batch whole (KIP-74), or a broken answer.
+            // Ask for more, up to the cap; past it this is an error, never a loop.
+            if fetch_bytes >= MAX_FETCH_BYTES {
+                return Err(KafkaError::Other(format!(
+                    "{tp}: no complete batch past offset {offset} (last stable offset {end}) in a Fetch of {fetch_bytes} bytes"
+                )));
+            }
+            fetch_bytes = fetch_bytes.saturating_mul(2).min(MAX_FETCH_BYTES);
+        }
     }
     Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::{encode_batch, OwnRecord, ProducerStamp};
+    use crate::kafka::fake_broker::{FakeBroker, Reply};
+    use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+    use kafka_protocol::messages::list_offsets_response::{
+        ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+    };
+    use kafka_protocol::messages::{
+        ApiKey, FetchResponse, ListOffsetsResponse, RequestKind, ResponseKind,
+    };
+    use std::time::Duration;
+
+    /// A fake broker leading `t` (one partition) whose log runs from `start` to `end` (the
+    /// last stable offset) and whose Fetch answers hold `records(fetch offset, partition max
+    /// bytes)`: error paths a real broker (KIP-74: the first batch always whole) never takes.
+    async fn broker(
+        start: i64,
+        end: i64,
+        records: impl Fn(i64, i32) -> Bytes + Send + 'static,
+    ) -> (FakeBroker, Cluster) {
+        let broker = FakeBroker::start(1, &[("t", 1)], move |r| match &r.body {
+            RequestKind::ListOffsets(request) => {
+                let topic = &request.topics[0];
+                let offset = match topic.partitions[0].timestamp {
+                    -2 => start,
+                    _ => end,
+                };
+                Reply::Answer(ResponseKind::ListOffsets(
+                    ListOffsetsResponse::default().with_topics(vec![
+                        ListOffsetsTopicResponse::default()
+                            .with_name(topic.name.clone())
+                            .with_partitions(vec![ListOffsetsPartitionResponse::default()
+                                .with_partition_index(0)
+                                .with_offset(offset)]),
+                    ]),
+                ))
+            }
+            RequestKind::Fetch(request) => {
+                let topic = &request.topics[0];
+                let p = &topic.partitions[0];
+                Reply::Answer(ResponseKind::Fetch(
+                    FetchResponse::default().with_responses(vec![FetchableTopicResponse::default(
+                    )
+                    .with_topic(topic.topic.clone())
+                    .with_topic_id(topic.topic_id)
+                    .with_partitions(vec![PartitionData::default()
+                        .with_partition_index(0)
+                        .with_high_watermark(end)
+                        .with_last_stable_offset(end)
+                        .with_records(Some(records(p.fetch_offset, p.partition_max_bytes)))])]),
+                ))
+            }
+            _ => Reply::Default,
+        })
+        .await;
+        let cluster = Cluster::new(
+            "fake",
+            vec![broker.addr.clone()],
+            "test",
+            Duration::from_secs(2),
+        );
+        (broker, cluster)
+    }
+
+    /// One batch at offset 0 holding one record with a `value_len`-byte value.
+    fn batch(value_len: usize) -> Bytes {
+        let value = vec![7u8; value_len];
+        let record = OwnRecord {
+            key: Some(b"k"),
+            value: Some(&value),
+            timestamp: 1_700_000_000_000,
+        };
+        encode_batch(&[record], &ProducerStamp::NONE)
+    }
+
+    async fn read(cluster: &Cluster) -> Result<Option<Vec<RawBatch>>, KafkaError> {
+        let tp = TopicPartition::new("t", 0);
+        tokio::time::timeout(Duration::from_secs(20), read_partition(cluster, &tp))
+            .await
+            .expect("read_partition did not return within 20 s")
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_batch_is_an_error_naming_the_partition_and_offset() {
+        let mut corrupt = batch(100).to_vec();
+        let last = corrupt.len() - 1;
+        corrupt[last] ^= 0xFF;
+        let corrupt = Bytes::from(corrupt);
+        let (_broker, cluster) = broker(0, 1, move |_, _| corrupt.clone()).await;
+        let err = read(&cluster).await.unwrap_err().to_string();
+        assert!(err.contains("t-0") && err.contains("offset 0"), "{err}");
+        assert!(err.contains("crc mismatch"), "{err}");
+    }
+
+    /// A batch larger than the first fetch size, from a broker that cuts it there: the
+    /// reader asks again for more instead of stopping with what it has.
+    #[tokio::test]
+    async fn a_batch_larger_than_the_fetch_size_is_fetched_with_a_larger_one() {
+        let big = batch(9 * 1024 * 1024);
+        let whole = big.clone();
+        let (broker, cluster) = broker(0, 1, move |_, max| {
+            whole.slice(..whole.len().min(max.max(0) as usize))
+        })
+        .await;
+        let batches = read(&cluster).await.unwrap().unwrap();
+        assert_eq!(batches.len(), 1);
+        assert_eq!(batches[0].as_bytes(), &big);
+        let sizes: Vec<i32> = broker
+            .received_of(ApiKey::Fetch)
+            .iter()
+            .map(|r| match &r.body {
+                RequestKind::Fetch(f) => f.topics[0].partitions[0].partition_max_bytes,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert!(
+            sizes.len() > 1 && sizes.windows(2).all(|w| w[0] < w[1]),
+            "{sizes:?}"
+        );
+    }
+
+    /// Answers that never move the position (a cut batch however large the fetch, or only
+    /// batches behind it) end in an error naming the partition and offset, not a loop or
+    /// an early stop.
+    #[tokio::test]
+    async fn a_cut_batch_is_an_error_not_an_early_stop() {
+        let cut = batch(100).slice(..80);
+        let (_broker, cluster) = broker(0, 1, move |_, _| cut.clone()).await;
+        let err = read(&cluster).await.unwrap_err().to_string();
+        assert!(err.contains("t-0") && err.contains("offset 0"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn answers_behind_the_position_are_an_error_not_a_loop() {
+        let behind = batch(100);
+        let (_broker, cluster) = broker(5, 10, move |_, _| behind.clone()).await;
+        let err = read(&cluster).await.unwrap_err().to_string();
+        assert!(err.contains("t-0") && err.contains("offset 5"), "{err}");
+    }
+
+    /// One batch of 12 records per codec, written by Kafka's Java producer (see
+    /// testdata/batches/README.md): key `key-<i>`, null when i % 5 == 4; value null when
+    /// i % 4 == 3.
+    const JAVA_BATCHES: [&[u8]; 4] = [
+        include_bytes!("../../testdata/batches/java-gzip.bin"),
+        include_bytes!("../../testdata/batches/java-snappy.bin"),
+        include_bytes!("../../testdata/batches/java-lz4.bin"),
+        include_bytes!("../../testdata/batches/java-zstd.bin"),
+    ];
+
+    #[test]
+    fn keyed_records_reads_every_codec() {
+        let tp = TopicPartition::new("strait-progress.a.internal", 0);
+        let expected: Vec<i64> = (0..12).filter(|i| i % 5 != 4 && i % 4 != 3).collect();
+        for bytes in JAVA_BATCHES {
+            let batch = RawBatch::new(Bytes::from_static(bytes)).unwrap();
+            let codec = batch.compression().unwrap();
+            let records = keyed_records(&tp, &[batch]).unwrap_or_else(|e| panic!("{codec:?}: {e}"));
+            let offsets: Vec<i64> = records.iter().map(|r| r.0).collect();
+            assert_eq!(offsets, expected, "{codec:?}");
+            for (offset, key, _) in &records {
+                assert_eq!(key, format!("key-{offset}").as_bytes(), "{codec:?}");
+            }
+        }
+    }
 }

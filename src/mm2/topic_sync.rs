@@ -3,24 +3,26 @@
 //! `sync.topic.configs`), and strait's own internal topics. It decides what to create, grow
 //! or change; [`crate::kafka::admin`] sends the requests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use tokio_util::sync::CancellationToken;
 
-use crate::kafka::admin::{alter_topic_configs, create_partitions, create_topics, TopicSpec};
+use crate::kafka::admin::{
+    alter_topic_configs, create_partitions, create_topics, TopicResults, TopicSpec,
+};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::{Cluster, KafkaError};
 
 /// Creates the topics that do not exist yet and adds partitions to those that have fewer
-/// than asked. Returns the names of topics created.
+/// than asked. Each topic is done or refused on its own; a failed request is an error.
 pub async fn ensure_topics(
     target: &Cluster,
     specs: &[TopicSpec],
-) -> Result<Vec<String>, KafkaError> {
+) -> Result<TopicResults, KafkaError> {
     if specs.is_empty() {
-        return Ok(Vec::new());
+        return Ok(TopicResults::default());
     }
     let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
     let existing = target.metadata(Some(&names)).await?;
@@ -38,15 +40,59 @@ pub async fn ensure_topics(
             Some(_) => {}
         }
     }
-    let created = create_topics(target, &create).await?;
-    create_partitions(target, &grow).await?;
-    Ok(created)
+    let mut results = create_topics(target, &create).await?;
+    let grown = create_partitions(target, &grow).await?;
+    results.done.extend(grown.done);
+    results.refused.extend(grown.refused);
+    Ok(results)
 }
 
-/// Creates one of strait's internal topics (MM2's and its own): one partition, compacted. A
-/// cluster with fewer brokers than the internal replication factor (MM2's default is 3; a
-/// one-broker test cluster has 1) gets a topic with one replica per broker and a warning,
-/// rather than no replication at all.
+/// [`ensure_topics`] for the remote twins of source topics, created with
+/// `compression.type=producer` whatever the target's default, so that the broker stores the
+/// forwarded batches as they are. A topic the target refuses (a name too long, a create
+/// policy, an ACL) is reported and returned, so that its source topic is left out until a
+/// later discovery gets it created; the others go ahead.
+pub async fn ensure_remote_topics(
+    target: &Cluster,
+    specs: &[TopicSpec],
+) -> Result<HashSet<String>, KafkaError> {
+    let specs: Vec<TopicSpec> = specs
+        .iter()
+        .map(|spec| {
+            let mut spec = spec.clone();
+            spec.configs.retain(|(k, _)| k != "compression.type");
+            spec.configs
+                .push(("compression.type".into(), "producer".into()));
+            spec
+        })
+        .collect();
+    let results = ensure_topics(target, &specs).await?;
+    let mut refused = HashSet::new();
+    for (topic, error) in results.refused {
+        if error.is_retriable() {
+            tracing::warn!(cluster = %target.alias(), %topic, %error, "cannot create or grow a remote topic yet; its source topic waits for the next discovery");
+        } else {
+            tracing::error!(cluster = %target.alias(), %topic, %error, "the target refused a remote topic; its source topic is not replicated (retried at each discovery)");
+        }
+        refused.insert(topic);
+    }
+    Ok(refused)
+}
+
+/// The first refusal of `results` as an error.
+fn refusal(results: TopicResults) -> Result<(), KafkaError> {
+    match results.refused.into_iter().next() {
+        Some((_, error)) => Err(error),
+        None => Ok(()),
+    }
+}
+
+/// Creates one of strait's internal topics (MM2's and its own): one partition, compacted,
+/// `compression.type=producer` so that the broker keeps the uncompressed batches strait
+/// writes (a broker default such as lz4 would recompress them; strait reads any codec back,
+/// but MM2's tools and older readers may not). A cluster with fewer brokers than the
+/// internal replication factor (MM2's default is 3; a one-broker test cluster has 1) gets a
+/// topic with one replica per broker and a warning, rather than no replication at all.
 pub async fn ensure_internal_topic(
     target: &Cluster,
     name: &str,
@@ -56,9 +102,12 @@ pub async fn ensure_internal_topic(
         name: name.to_string(),
         partitions: 1,
         replication_factor,
-        configs: vec![("cleanup.policy".into(), "compact".into())],
+        configs: vec![
+            ("cleanup.policy".into(), "compact".into()),
+            ("compression.type".into(), "producer".into()),
+        ],
     };
-    match ensure_topics(target, std::slice::from_ref(&spec)).await {
+    match refusal(ensure_topics(target, std::slice::from_ref(&spec)).await?) {
         Err(KafkaError::Broker {
             code: ResponseError::InvalidReplicationFactor,
             ..
@@ -68,17 +117,18 @@ pub async fn ensure_internal_topic(
                 topic = %spec.name, wanted = spec.replication_factor, brokers,
                 "the target has fewer brokers than internal.topic.replication.factor; creating the topic with one replica per broker"
             );
-            ensure_topics(
-                target,
-                &[TopicSpec {
-                    replication_factor: brokers,
-                    ..spec
-                }],
+            refusal(
+                ensure_topics(
+                    target,
+                    &[TopicSpec {
+                        replication_factor: brokers,
+                        ..spec
+                    }],
+                )
+                .await?,
             )
-            .await?;
-            Ok(())
         }
-        other => other.map(|_| ()),
+        other => other,
     }
 }
 

@@ -60,6 +60,26 @@ impl Strait {
         self.child = Some(child);
     }
 
+    /// SIGSTOP: the process freezes where it is (timers, sockets and all).
+    pub fn pause(&self) {
+        self.signal("STOP");
+    }
+
+    /// SIGCONT after [`Strait::pause`].
+    pub fn resume(&self) {
+        self.signal("CONT");
+    }
+
+    /// Sends `signal` (`TERM`, `INT`, `STOP`, ...) without waiting for anything.
+    pub fn signal(&self, signal: &str) {
+        let c = self.child.as_ref().expect("strait is not running");
+        let status = Command::new("kill")
+            .args([format!("-{signal}"), c.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
     /// SIGKILL: no drain, no commit.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -88,14 +108,6 @@ impl Strait {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-    }
-
-    /// Sends `signal` (`TERM`, `INT`, ...) without waiting for anything.
-    pub fn signal(&self, signal: &str) {
-        let c = self.child.as_ref().expect("strait is not running");
-        let _ = Command::new("kill")
-            .args([format!("-{signal}"), c.id().to_string()])
-            .status();
     }
 
     /// Waits for the process to exit on its own and returns its status; panics with the log

@@ -13,3 +13,4 @@ mod fencing;
 mod harness;
 mod mm2_parity;
 mod replication;
+mod source_log;

@@ -556,6 +556,27 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "produce.delivery.timeout.ms",
+            "1000",
+            Some("produce_delivery_timeout_ms = 1000"),
+            |c, _| f0(c).produce_delivery_timeout_ms == 1_000
+        ),
+        case!(
+            Flow,
+            "producer.delivery.timeout.ms",
+            "2000",
+            Some("produce_delivery_timeout_ms = 2000"),
+            |c, _| f0(c).produce_delivery_timeout_ms == 2_000
+        ),
+        case!(
+            TargetCluster,
+            "producer.delivery.timeout.ms",
+            "3000",
+            Some("produce_delivery_timeout_ms = 3000"),
+            |c, _| f0(c).produce_delivery_timeout_ms == 3_000
+        ),
+        case!(
+            Flow,
             "produce.linger.ms",
             "5",
             Some("produce_linger_ms = 5"),

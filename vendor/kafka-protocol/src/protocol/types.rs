@@ -980,6 +980,18 @@ impl<T, E: for<'a> Encoder<&'a T>> Encoder<&Vec<T>> for Array<E> {
     }
 }
 
+/// strait patch: the most bytes an array decoder reserves before it has decoded anything.
+/// The count check bounds the count by the bytes left, but an element is far larger in
+/// memory than its one-byte minimum on the wire, so reserving `count` elements lets a
+/// corrupt frame of a few MiB ask for gigabytes. Past this the vector grows as elements
+/// actually decode.
+const MAX_PREALLOCATION_BYTES: usize = 64 * 1024;
+
+/// strait patch: the initial capacity of an array of `count` elements of `T`.
+fn preallocation<T>(count: usize) -> usize {
+    count.min(MAX_PREALLOCATION_BYTES / std::mem::size_of::<T>().max(1))
+}
+
 impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
     fn decode<B: ByteBuf>(&self, buf: &mut B) -> Result<Option<Vec<T>>> {
         match Int32.decode(buf)? {
@@ -990,7 +1002,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for Array<E> {
                 if n as usize > buf.remaining() {
                     bail!("Array length {n} exceeds the {} bytes left", buf.remaining());
                 }
-                let mut result = Vec::with_capacity(n as usize);
+                let mut result = Vec::with_capacity(preallocation::<T>(n as usize));
                 for _ in 0..n {
                     result.push(self.0.decode(buf)?);
                 }
@@ -1102,7 +1114,7 @@ impl<T, E: Decoder<T>> Decoder<Option<Vec<T>>> for CompactArray<E> {
                 if (n - 1) as usize > buf.remaining() {
                     bail!("Compact array length {} exceeds the {} bytes left", n - 1, buf.remaining());
                 }
-                let mut result = Vec::with_capacity((n - 1) as usize);
+                let mut result = Vec::with_capacity(preallocation::<T>((n - 1) as usize));
                 for _ in 1..n {
                     result.push(self.0.decode(buf)?);
                 }
