@@ -244,8 +244,8 @@ async fn run_flow(
 }
 
 /// A started flow: its engines and background tasks, and what the control loop needs. The
-/// tasks come in the order the drain stops them: the MM2 side tasks, the fetcher, the
-/// produce engine, the offset syncs writer.
+/// tasks come in the order the drain tells them to stop: the MM2 side tasks, the fetcher,
+/// the produce engine, the offset syncs writer (see [`Running::stop`]).
 struct Running {
     fetcher: Fetcher,
     commands: mpsc::UnboundedSender<Command>,
