@@ -22,7 +22,7 @@ use crate::mm2::checkpoint::{self, CheckpointConfig};
 use crate::mm2::heartbeat::{self, HeartbeatConfig};
 use crate::mm2::offset_sync;
 use crate::mm2::topic_sync::{
-    apply_configs, ensure_internal_topic, ensure_remote_topics, replicable_configs,
+    apply_configs, await_internal_topic, ensure_remote_topics, replicable_configs,
 };
 use crate::offset_map::{Lineage, OffsetMap, Position, Translations};
 use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
@@ -57,6 +57,8 @@ pub enum TaskEnd {
     Panicked(String),
     #[error("stopped unexpectedly")]
     Returned,
+    #[error("was cancelled")]
+    Cancelled,
 }
 
 /// Runs every enabled flow until `shutdown` is cancelled, then drains and commits.
@@ -92,7 +94,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Flow
 }
 
 impl TaskEnd {
-    /// A task's end as its join handle reports it (a panic, or the task was aborted).
+    /// A task's end as its join handle reports it: a panic, or the task was aborted.
     fn from_join(e: JoinError) -> TaskEnd {
         match e.try_into_panic() {
             Ok(payload) => TaskEnd::Panicked(
@@ -102,7 +104,7 @@ impl TaskEnd {
                     .or_else(|| payload.downcast_ref::<String>().cloned())
                     .unwrap_or_else(|| "(no message)".to_string()),
             ),
-            Err(e) => TaskEnd::Panicked(e.to_string()),
+            Err(_) => TaskEnd::Cancelled,
         }
     }
 }
@@ -211,8 +213,16 @@ async fn run_flow(
     )
     .await
     .err();
-    let stats = match running.stop().await {
-        Ok(stats) => stats,
+    let stats = match running.stop(&name).await {
+        Ok(Some(stats)) => stats,
+        // The engine ended before the drain: nothing was committed at the stop.
+        Ok(None) => {
+            return Err(error.unwrap_or(FlowError::Task {
+                flow: name,
+                task: "produce engine",
+                cause: TaskEnd::Returned,
+            }))
+        }
         Err((task, cause)) => {
             return Err(error.unwrap_or(FlowError::Task {
                 flow: name,
@@ -221,7 +231,6 @@ async fn run_flow(
             }))
         }
     };
-    tracing::info!(flow = %name, records = stats.records, batches = stats.batches, bytes = stats.bytes, lag = stats.lag, "flow stopped; progress committed");
     if let Some(e) = error {
         return Err(e);
     }
@@ -235,8 +244,8 @@ async fn run_flow(
 }
 
 /// A started flow: its engines and background tasks, and what the control loop needs. The
-/// tasks come in the order the drain stops them: the MM2 side tasks, the fetcher, the
-/// produce engine, the offset syncs writer.
+/// tasks come in the order the drain tells them to stop: the MM2 side tasks, the fetcher,
+/// the produce engine, the offset syncs writer (see [`Running::stop`]).
 struct Running {
     fetcher: Fetcher,
     commands: mpsc::UnboundedSender<Command>,
@@ -490,9 +499,14 @@ async fn control(
         if running.create_progress {
             running.create_progress = false;
             let rf = flow.internal_replication_factor;
-            ensure_internal_topic(target, &running.progress_topic, rf)
+            // Like the MM2 tasks' topics: a transient refusal is retried, not the end.
+            let topic = &running.progress_topic;
+            if !await_internal_topic(target, topic, rf, shutdown)
                 .await
-                .map_err(fail)?;
+                .map_err(fail)?
+            {
+                return Ok(());
+            }
         }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
@@ -532,22 +546,30 @@ impl Running {
         }
     }
 
-    /// The one drain: background tasks stop, then the source reads, then the engine drains
-    /// its batches in flight and commits; the offset syncs writer finishes last. Every task
-    /// is waited for, whatever one of them did; the first failure is the result.
-    async fn stop(mut self) -> Result<Stats, (&'static str, TaskEnd)> {
+    /// The one drain: background tasks are told to stop, then the source reads stop, then
+    /// the engine drains its batches in flight and commits, then the offset syncs writer
+    /// writes what is queued; the background tasks are waited for last, so that one stuck
+    /// on a silent cluster cannot hold the commit. Every task is waited for, whatever one
+    /// of them did; the first failure is the result. `None` when the engine had ended
+    /// before (so nothing was drained and committed here).
+    async fn stop(mut self, name: &str) -> Result<Option<Stats>, (&'static str, TaskEnd)> {
+        let drains = !self.engine.set.is_empty();
         self.side_shutdown.cancel();
-        let side = self.side.join().await;
         // Stop reading the source first, then let the engine drain and commit.
         self.fetch_shutdown.cancel();
         let fetch = self.fetch.join().await;
         self.engine_shutdown.cancel();
         let engine = self.engine.join().await;
+        if drains && engine.is_none() {
+            let stats = self.stats.borrow().clone();
+            tracing::info!(flow = %name, records = stats.records, batches = stats.batches, bytes = stats.bytes, lag = stats.lag, "flow stopped; progress committed");
+        }
         self.syncs_shutdown.cancel();
         let syncs = self.syncs.join().await;
+        let side = self.side.join().await;
         match side.or(fetch).or(engine).or(syncs) {
             Some(failed) => Err(failed),
-            None => Ok(self.stats.borrow().clone()),
+            None => Ok(drains.then(|| self.stats.borrow().clone())),
         }
     }
 }
@@ -710,6 +732,98 @@ fn replicates(flow: &FlowConfig, topic: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kafka::fake_broker::{FakeBroker, Reply};
+    use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+    use kafka_protocol::messages::{CreateTopicsResponse, RequestKind, ResponseKind, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    /// CreateTopics answered with `code` for every topic asked for.
+    fn create_topics(request: &RequestKind, code: i16) -> Reply {
+        let RequestKind::CreateTopics(request) = request else {
+            return Reply::Default;
+        };
+        let topics = request
+            .topics
+            .iter()
+            .map(|t| {
+                CreatableTopicResult::default()
+                    .with_name(TopicName(StrBytes::from_string(t.name.to_string())))
+                    .with_error_code(code)
+                    .with_num_partitions(1)
+                    .with_replication_factor(1)
+            })
+            .collect();
+        Reply::Answer(ResponseKind::CreateTopics(
+            CreateTopicsResponse::default().with_topics(topics),
+        ))
+    }
+
+    /// `run` as a whole: a flow task that dies (here the offset syncs writer, whose topic
+    /// the source refuses for good) ends it with an error naming the task and the cause.
+    #[tokio::test]
+    async fn a_dead_task_ends_run_with_an_error_naming_it() {
+        // TOPIC_AUTHORIZATION_FAILED, which a real broker gives only with ACLs.
+        let source = FakeBroker::start(1, &[], |r| create_topics(&r.body, 29)).await;
+        let target = FakeBroker::start(2, &[], |r| create_topics(&r.body, 0)).await;
+        let text = format!(
+            "clusters = a, b\na.bootstrap.servers = {}\nb.bootstrap.servers = {}\n\
+             a->b.enabled = true\nreplication.factor = 1\ninternal.topic.replication.factor = 1\n\
+             emit.heartbeats.enabled = false\nemit.checkpoints.enabled = false\n\
+             sync.topic.configs.enabled = false\nsync.topic.acls.enabled = false\n\
+             request.timeout.ms = 2000\n",
+            source.addr, target.addr
+        );
+        let (config, _) = crate::config::parse_properties(&text, "mm2.properties").unwrap();
+        let shutdown = CancellationToken::new();
+        let ended = tokio::time::timeout(Duration::from_secs(30), run(config, shutdown)).await;
+        let Ok(Err(e)) = ended else {
+            panic!("run did not end with an error: {ended:?}");
+        };
+        let message = e.to_string();
+        assert!(
+            message.starts_with("flow a->b: the offset syncs writer failed: CreateTopics")
+                && message.contains("TopicAuthorizationFailed"),
+            "{message}"
+        );
+    }
+
+    /// The progress topic is created once replication runs; a transient refusal then
+    /// (NOT_CONTROLLER: the controller moving) is retried, not the end of the flow.
+    #[tokio::test]
+    async fn a_transient_failure_creating_the_progress_topic_is_retried() {
+        let source = FakeBroker::start(1, &[], |r| create_topics(&r.body, 0)).await;
+        let mut refused = false;
+        let target = FakeBroker::start(2, &[], move |r| {
+            // NOT_CONTROLLER the first time, then created.
+            let code = if refused { 0 } else { 41 };
+            refused |= matches!(r.body, RequestKind::CreateTopics(_));
+            create_topics(&r.body, code)
+        })
+        .await;
+        let text = format!(
+            "clusters = a, b\na.bootstrap.servers = {}\nb.bootstrap.servers = {}\n\
+             a->b.enabled = true\nreplication.factor = 1\ninternal.topic.replication.factor = 1\n\
+             emit.heartbeats.enabled = false\nemit.checkpoints.enabled = false\n\
+             sync.topic.configs.enabled = false\nsync.topic.acls.enabled = false\n\
+             request.timeout.ms = 2000\n",
+            source.addr, target.addr
+        );
+        let (config, _) = crate::config::parse_properties(&text, "mm2.properties").unwrap();
+        let shutdown = CancellationToken::new();
+        let flows = tokio::spawn(run(config, shutdown.clone()));
+        let created = || target.received_of(kafka_protocol::messages::ApiKey::CreateTopics);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while created().len() < 2 && !flows.is_finished() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no second CreateTopics"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        shutdown.cancel();
+        let ended = tokio::time::timeout(Duration::from_secs(20), flows).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
+    }
 
     fn broken() -> KafkaError {
         KafkaError::Other("broken".into())

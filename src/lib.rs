@@ -29,6 +29,7 @@
 //!   batches, bounded by each partition's committed [`offset_map::Position`].
 //! - [`fetch`]: the source side. [`fetch::Fetcher`] and its events · `coordinator` (places
 //!   partitions on leaders) · `session` (one incremental fetch session per leader, the I/O) ·
+//!   `outage` (a source outage told once, and its end) ·
 //!   [`fetch::response`] (what each answer and error code means, no I/O).
 //! - [`mm2`]: what MM2 tooling reads and MM2 would sync. [`mm2::records`] (MM2's record
 //!   formats byte for byte) · [`mm2::heartbeat`] · [`mm2::checkpoint`] (and group offset sync)

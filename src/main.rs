@@ -1,10 +1,12 @@
 //! The `strait` command line: the only place that maps errors to exit codes (0 success,
-//! 1 replication failure, 2 configuration error). Topology lives in the config file; runtime
-//! knobs (log format and level) are flags.
+//! 1 replication failure, 2 configuration error, 128 + the signal's number when a second
+//! SIGTERM/SIGINT cuts the drain short). Topology lives in the config file; runtime knobs
+//! (log format and level) are flags.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
@@ -80,39 +82,126 @@ fn main() -> ExitCode {
         Command::Run { .. } => runtime.block_on(run(config)),
         Command::Check { .. } => runtime.block_on(check(config)),
     };
+    // A task still hanging (the shutdown deadline passed) must not hold the exit.
+    runtime.shutdown_background();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("strait: {e:#}");
+            eprintln!("strait: {}", message(&e));
             ExitCode::from(1)
         }
     }
 }
 
-async fn run(config: strait::config::Config) -> anyhow::Result<()> {
-    let shutdown = CancellationToken::new();
-    let signals = shutdown.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutting down: draining in-flight batches and committing progress");
-        signals.cancel();
-    });
-    strait::flow::run(config, shutdown).await?;
-    Ok(())
+/// The error and its causes, each once: a cause whose text its context already quotes
+/// (`flow a->b: <cause>`) or that repeats its context (`cluster a` then `cluster a: ...`)
+/// is not printed twice.
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain().map(ToString::to_string) {
+        if out.contains(&cause) {
+            continue;
+        }
+        if cause.starts_with(&out) {
+            out = cause;
+        } else {
+            out = format!("{out}: {cause}");
+        }
+    }
+    out
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        std::future::pending::<()>().await;
-        return;
-    };
+/// Room the shutdown gives the tasks around the drain (stopping the fetcher and the MM2
+/// tasks, writing the last offset syncs) on top of `shutdown.drain.timeout.ms`.
+const SHUTDOWN_MARGIN: Duration = Duration::from_secs(10);
+
+/// Replicates until a first SIGTERM/SIGINT (or a failed flow) starts the drain. A second
+/// signal exits at once; a drain still running at the deadline is cut short.
+async fn run(config: strait::config::Config) -> anyhow::Result<()> {
+    let mut signals = Signals::new()?;
+    let drain = config
+        .flows
+        .iter()
+        .map(|f| Duration::from_millis(f.shutdown_drain_timeout_ms))
+        .max()
+        .unwrap_or_default();
+    let deadline = drain + SHUTDOWN_MARGIN;
+    let shutdown = CancellationToken::new();
+    let flows = strait::flow::run(config, shutdown.clone());
+    tokio::pin!(flows);
     tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+        done = &mut flows => return Ok(done?),
+        // A flow failed: the others are draining.
+        _ = shutdown.cancelled() => {}
+        signal = signals.recv() => {
+            tracing::info!(%signal, "shutting down: draining in-flight batches and committing progress (a second signal exits at once)");
+            shutdown.cancel();
+        }
+    }
+    tokio::select! {
+        done = &mut flows => Ok(done?),
+        signal = signals.recv() => {
+            let code = signal.exit_code();
+            tracing::warn!(%signal, exit_code = code, "second signal: exiting at once without draining; what was not committed is replicated again at the next start");
+            std::process::exit(code);
+        }
+        _ = tokio::time::sleep(deadline) => Err(anyhow::anyhow!(
+            "shutdown did not finish within {} ms (shutdown.drain.timeout.ms + {} s); exiting without completing it",
+            deadline.as_millis(),
+            SHUTDOWN_MARGIN.as_secs()
+        )),
+    }
+}
+
+/// SIGTERM and SIGINT, as they arrive.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+/// Which of the two arrived.
+#[derive(Clone, Copy)]
+enum Signal {
+    Term,
+    Int,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let listen = |kind| {
+            signal(kind).map_err(|e| anyhow::anyhow!("cannot listen for SIGTERM/SIGINT: {e}"))
+        };
+        Ok(Signals {
+            term: listen(SignalKind::terminate())?,
+            int: listen(SignalKind::interrupt())?,
+        })
+    }
+
+    async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.term.recv() => Signal::Term,
+            _ = self.int.recv() => Signal::Int,
+        }
+    }
+}
+
+impl Signal {
+    /// The shell's convention for a process ended by a signal: 128 + its number.
+    fn exit_code(self) -> i32 {
+        match self {
+            Signal::Term => 128 + 15,
+            Signal::Int => 128 + 2,
+        }
+    }
+}
+
+impl std::fmt::Display for Signal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Signal::Term => "SIGTERM",
+            Signal::Int => "SIGINT",
+        })
     }
 }
 
@@ -122,7 +211,7 @@ async fn check(config: strait::config::Config) -> anyhow::Result<()> {
         let topics = cluster
             .metadata(None)
             .await
-            .map_err(|e| anyhow::anyhow!("cluster {}: {e}", c.alias))?;
+            .map_err(|e| anyhow::Error::new(e).context(format!("cluster {}", c.alias)))?;
         println!(
             "cluster {}: reachable at {}, {} topics",
             c.alias,

@@ -2,8 +2,13 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::kafka;
 use common::strait::{arg, config_file, run_cli, Strait};
 
 #[test]
@@ -50,6 +55,8 @@ fn check_names_an_unreachable_cluster_and_exits_1() {
         text.contains("cluster a") && text.contains("127.0.0.1:9"),
         "{text}"
     );
+    // Each cause once: the message does not repeat its context.
+    assert_eq!(text.matches("cluster a").count(), 1, "{text}");
 }
 
 #[test]
@@ -99,4 +106,290 @@ fn a_security_protocol_strait_cannot_speak_exits_2_naming_the_key() {
         text.contains("mm2.properties:5") && text.contains("b.security.protocol"),
         "{text}"
     );
+}
+
+/// A task of a flow that dies must end the process, exit 1, with one message naming it:
+/// here the heartbeat task, which a real broker refuses its topic (an ACL denies creating
+/// `heartbeats`). That refusal is lasting, not retried. Before supervision, the error was
+/// logged and the process ran on without heartbeats.
+#[test]
+fn a_dead_flow_task_ends_the_process_with_exit_1_naming_it() {
+    kafka::fetch();
+    let target = kafka::Cluster::start(
+        "denied",
+        &[
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "allow.everyone.if.no.acl.found=true",
+        ],
+    );
+    // Kafka lets a principal create a topic with CREATE on the cluster or on the topic.
+    // Once the cluster resource has ACLs, no-ACL-means-everyone no longer covers it: allow
+    // what the broker and strait need there, all but CREATE; deny CREATE on `heartbeats`
+    // (other topics have no ACL, so everyone may create them).
+    let acls = |args: &[&str]| {
+        let mut all = vec!["--bootstrap-server", target.bootstrap.as_str(), "--add"];
+        all.extend_from_slice(args);
+        kafka::tool("org.apache.kafka.tools.AclCommand", &all);
+    };
+    let mut cluster_ops = vec!["--allow-principal", "User:ANONYMOUS", "--cluster"];
+    for op in [
+        "ClusterAction",
+        "IdempotentWrite",
+        "Describe",
+        "DescribeConfigs",
+        "Alter",
+        "AlterConfigs",
+    ] {
+        cluster_ops.extend(["--operation", op]);
+    }
+    acls(&cluster_ops);
+    acls(&[
+        "--deny-principal",
+        "User:ANONYMOUS",
+        "--operation",
+        "Create",
+        "--topic",
+        "heartbeats",
+    ]);
+    let [source, _] = kafka::clusters();
+    let config = format!(
+        "clusters = src, tgt\nsrc.bootstrap.servers = {}\ntgt.bootstrap.servers = {}\n\
+         src->tgt.enabled = true\nsrc->tgt.topics = none-such\nreplication.factor = 1\n\
+         internal.topic.replication.factor = 1\nemit.heartbeats.interval.seconds = 1\n",
+        source.bootstrap, target.bootstrap
+    );
+    let mut strait = Strait::start(&config, "properties").allow(&[
+        // The one error line: the flow ends on the dead task.
+        "the heartbeat task failed",
+    ]);
+    let status = strait.wait_exit(Duration::from_secs(60));
+    let log = strait.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    let last = log.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("strait: flow src->tgt: the heartbeat task failed: CreateTopics")
+            && last.contains("TopicAuthorizationFailed"),
+        "{log}"
+    );
+    target.stop();
+}
+
+/// A TCP proxy on a free loopback port to the address set with [`Proxy::to`] that can turn
+/// into a black hole: connections stay open and every byte is read and dropped, both ways
+/// (a peer that hangs without closing anything).
+struct Proxy {
+    port: u16,
+    upstream: Arc<Mutex<String>>,
+    blackhole: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    fn start() -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let upstream = Arc::new(Mutex::new(String::new()));
+        let blackhole = Arc::new(AtomicBool::new(false));
+        let (to, hole) = (upstream.clone(), blackhole.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let addr = to.lock().unwrap().clone();
+                let Ok(server) = TcpStream::connect(&addr) else {
+                    continue;
+                };
+                pipe(
+                    client.try_clone().unwrap(),
+                    server.try_clone().unwrap(),
+                    &hole,
+                );
+                pipe(server, client, &hole);
+            }
+        });
+        Proxy {
+            port,
+            upstream,
+            blackhole,
+        }
+    }
+
+    fn to(&self, addr: &str) {
+        *self.upstream.lock().unwrap() = addr.to_string();
+    }
+
+    fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn blackhole(&self, on: bool) {
+        self.blackhole.store(on, Ordering::SeqCst);
+    }
+}
+
+fn pipe(mut from: TcpStream, mut to: TcpStream, blackhole: &Arc<AtomicBool>) {
+    let blackhole = blackhole.clone();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = from.read(&mut buf) {
+            if !blackhole.load(Ordering::SeqCst) && to.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(Shutdown::Write);
+    });
+}
+
+/// Shutdown: a first SIGTERM drains; a second one exits at once (128 + 15) and says so;
+/// and a drain that hangs (here the heartbeat task, its Produce to a target that went
+/// silent, with a 60 s request timeout) is cut at `shutdown.drain.timeout.ms` + 10 s, exit 1.
+/// Before, the second signal was ignored and nothing bounded the drain.
+#[test]
+fn a_second_signal_exits_at_once_and_a_deadline_bounds_a_hanging_drain() {
+    kafka::fetch();
+    let proxy = Proxy::start();
+    let advertised = format!("advertised.listeners=PLAINTEXT://{}", proxy.addr());
+    let target = kafka::Cluster::start("silent", &[&advertised]);
+    proxy.to(&target.bootstrap);
+    let [source, _] = kafka::clusters();
+    let topic = kafka::unique("drain");
+    kafka::create_topic(source, &topic, 1, &[]);
+    let config = |drain_ms: u64| {
+        format!(
+            "clusters = src, tgt\nsrc.bootstrap.servers = {}\ntgt.bootstrap.servers = {}\n\
+             src->tgt.enabled = true\nsrc->tgt.topics = {topic}\nreplication.factor = 1\n\
+             internal.topic.replication.factor = 1\nemit.heartbeats.interval.seconds = 1\n\
+             tgt.request.timeout.ms = 60000\nshutdown.drain.timeout.ms = {drain_ms}\n",
+            source.bootstrap,
+            proxy.addr()
+        )
+    };
+    // What a target gone silent makes strait say while it drains.
+    let silent = ["heartbeat not written", "timed out"];
+
+    let mut strait = Strait::start(&config(60_000), "properties")
+        .allow(&silent)
+        .allow(&["second signal"]);
+    strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains("replicating"));
+    std::thread::sleep(Duration::from_secs(2));
+    proxy.blackhole(true);
+    std::thread::sleep(Duration::from_secs(2));
+    strait.signal("TERM");
+    std::thread::sleep(Duration::from_secs(1));
+    strait.signal("TERM");
+    let status = strait.wait_exit(Duration::from_secs(10));
+    let log = strait.log_text();
+    assert_eq!(status.code(), Some(143), "{log}");
+    assert!(log.contains("second signal"), "{log}");
+    drop(strait);
+
+    proxy.blackhole(false);
+    let mut strait = Strait::start(&config(1000), "properties")
+        .allow(&silent)
+        .allow(&["shutdown did not finish"]);
+    strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains("replicating"));
+    std::thread::sleep(Duration::from_secs(2));
+    proxy.blackhole(true);
+    std::thread::sleep(Duration::from_secs(2));
+    let stopping = Instant::now();
+    strait.signal("TERM");
+    let status = strait.wait_exit(Duration::from_secs(30));
+    let took = stopping.elapsed();
+    let log = strait.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(took >= Duration::from_secs(10), "{took:?}\n{log}");
+    assert!(
+        log.lines().last().unwrap_or_default().starts_with(
+            "strait: shutdown did not finish within 11000 ms (shutdown.drain.timeout.ms + 10 s)"
+        ),
+        "{log}"
+    );
+    drop(strait);
+    proxy.blackhole(false);
+    target.stop();
+}
+
+/// A source outage longer than a few seconds is one WARN per thing that failed (the fetch
+/// session, the leader lookup), naming the broker and the error, and an INFO when fetching
+/// resumes; not a WARN per retry.
+#[test]
+fn a_source_outage_is_one_warning_and_its_end_is_logged() {
+    kafka::fetch();
+    let source = kafka::Cluster::start("outage", &[]);
+    let [_, target] = kafka::clusters();
+    let topic = kafka::unique("outage");
+    kafka::create_topic(&source, &topic, 1, &[]);
+    let config = format!(
+        "clusters = a, b\na.bootstrap.servers = {}\nb.bootstrap.servers = {}\n\
+         a->b.enabled = true\na->b.topics = {topic}\nreplication.factor = 1\n\
+         internal.topic.replication.factor = 1\na.request.timeout.ms = 3000\n\
+         emit.checkpoints.enabled = false\n",
+        source.bootstrap, target.bootstrap
+    );
+    let fetch_failed = "\"message\":\"fetch failed\"";
+    let cannot_place = "cannot place partitions on source leaders";
+    let mut strait = Strait::start(&config, "properties").allow(&[fetch_failed, cannot_place]);
+    strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains("replicating"));
+    std::thread::sleep(Duration::from_secs(3));
+    source.stop();
+    std::thread::sleep(Duration::from_secs(15));
+    source.start_again();
+    strait.wait_for_log_line(Duration::from_secs(60), |l| {
+        l.contains("\"level\":\"INFO\"") && l.contains("source") && l.contains("again")
+    });
+    let log = strait.log_text();
+    // The same messages are logged at DEBUG for the retries.
+    let warnings = |pattern: &str| {
+        log.lines()
+            .filter(|l| l.contains("\"level\":\"WARN\"") && l.contains(pattern))
+            .count()
+    };
+    for pattern in [fetch_failed, cannot_place] {
+        assert!(warnings(pattern) <= 1, "{pattern}:\n{log}");
+    }
+    assert!(warnings(fetch_failed) + warnings(cannot_place) > 0, "{log}");
+    drop(strait);
+    source.stop();
+}
+
+/// The drain commits progress first: an MM2 task hanging on a silent source (here the
+/// checkpoint task's group listing, with a 60 s request timeout) must not hold the produce
+/// engine's drain and commit until the shutdown deadline cuts everything.
+#[test]
+fn a_task_hanging_at_shutdown_does_not_hold_the_commit() {
+    kafka::fetch();
+    let proxy = Proxy::start();
+    let advertised = format!("advertised.listeners=PLAINTEXT://{}", proxy.addr());
+    let source = kafka::Cluster::start("silentsrc", &[&advertised]);
+    proxy.to(&source.bootstrap);
+    let [_, target] = kafka::clusters();
+    let topic = kafka::unique("hang");
+    kafka::create_topic(&source, &topic, 1, &[]);
+    let config = format!(
+        "clusters = src, tgt\nsrc.bootstrap.servers = {}\ntgt.bootstrap.servers = {}\n\
+         src->tgt.enabled = true\nsrc->tgt.topics = {topic}\nreplication.factor = 1\n\
+         internal.topic.replication.factor = 1\nemit.checkpoints.interval.seconds = 1\n\
+         offset-syncs.topic.location = target\nsrc.request.timeout.ms = 60000\n\
+         shutdown.drain.timeout.ms = 1000\n",
+        proxy.addr(),
+        target.bootstrap
+    );
+    let mut strait = Strait::start(&config, "properties").allow(&[
+        "fetch failed",
+        "cannot place partitions",
+        "cannot read source consumer groups",
+        "timed out",
+        "shutdown did not finish",
+    ]);
+    strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains("replicating"));
+    std::thread::sleep(Duration::from_secs(3));
+    proxy.blackhole(true);
+    std::thread::sleep(Duration::from_secs(3));
+    strait.signal("TERM");
+    let status = strait.wait_exit(Duration::from_secs(30));
+    let log = strait.log_text();
+    assert!(
+        log.contains("flow stopped; progress committed"),
+        "{status}\n{log}"
+    );
+    drop(strait);
+    proxy.blackhole(false);
+    source.stop();
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::outage::{Outages, LOOKUP};
 use super::response::reset_timestamp;
 use super::session::{spawn_session, Placed, SessionOrder, Shared};
 use super::{Assignment, FetchConfig, FetchEvent, FetchStats, Order};
@@ -30,6 +31,7 @@ pub(super) struct Coordinator {
     budget: Arc<Semaphore>,
     stats: Arc<FetchStats>,
     sessions: HashMap<i32, mpsc::UnboundedSender<SessionOrder>>,
+    outages: Outages,
     homeless: Vec<Assignment>,
     /// Partitions forgotten since their last assignment: a session may still hand one
     /// back (its leader moved) before it hears of it.
@@ -55,6 +57,7 @@ impl Coordinator {
             stats,
             shutdown,
             sessions: HashMap::new(),
+            outages: Outages::default(),
             homeless: Vec::new(),
             forgotten: HashSet::new(),
             recreated: HashSet::new(),
@@ -100,10 +103,15 @@ impl Coordinator {
                 }
                 _ = tokio::time::sleep(wait) => {
                     fresh = false;
-                    if let Err(e) = self.place(&rehome_tx).await {
-                        tracing::warn!(cluster = %self.cluster.alias(), error = %e, "cannot place partitions on source leaders yet");
-                    } else if self.homeless.is_empty() {
-                        backoff.reset();
+                    let alias = self.cluster.alias().to_string();
+                    match self.place(&rehome_tx).await {
+                        Err(e) => self.outages.failed(&alias, LOOKUP, "cannot place partitions on source leaders yet", &e),
+                        Ok(()) => {
+                            self.outages.succeeded(&alias, LOOKUP, "placing partitions on source leaders");
+                            if self.homeless.is_empty() {
+                                backoff.reset();
+                            }
+                        }
                     }
                 }
             }
@@ -238,6 +246,7 @@ impl Coordinator {
                 events: self.events.clone(),
                 budget: self.budget.clone(),
                 stats: self.stats.clone(),
+                outages: self.outages.clone(),
                 shutdown: self.shutdown.clone(),
             };
             let session = spawn_session(leader, shared, rehome.clone());

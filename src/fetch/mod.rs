@@ -18,6 +18,7 @@
 //! each Fetch response means without I/O.
 
 mod coordinator;
+mod outage;
 pub mod response;
 mod session;
 #[cfg(test)]

@@ -16,6 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::outage::Outages;
 use super::response::{
     needs_renumbering, partition_action, session_verdict, Action, Delivery, SessionVerdict,
 };
@@ -58,13 +59,14 @@ impl Placed {
 }
 
 /// What a fetcher's sessions share: connections, knobs, where chunks go, the buffer budget,
-/// the counters, the shutdown token.
+/// the counters, the outage reporter, the shutdown token.
 pub(super) struct Shared {
     pub(super) cluster: Arc<Cluster>,
     pub(super) config: FetchConfig,
     pub(super) events: mpsc::Sender<FetchEvent>,
     pub(super) budget: Arc<Semaphore>,
     pub(super) stats: Arc<FetchStats>,
+    pub(super) outages: Outages,
     pub(super) shutdown: CancellationToken,
 }
 
@@ -81,6 +83,7 @@ pub(super) fn spawn_session(
         events,
         budget,
         stats,
+        outages,
         shutdown,
     } = shared;
     let session = Session {
@@ -90,6 +93,7 @@ pub(super) fn spawn_session(
         events,
         rehome,
         budget,
+        outages,
         stats,
         shutdown,
         parts: BTreeMap::new(),
@@ -110,6 +114,7 @@ struct Session {
     events: mpsc::Sender<FetchEvent>,
     rehome: mpsc::UnboundedSender<Assignment>,
     budget: Arc<Semaphore>,
+    outages: Outages,
     stats: Arc<FetchStats>,
     shutdown: CancellationToken,
     parts: BTreeMap<TopicPartition, Placed>,
@@ -157,6 +162,8 @@ impl Session {
                 Ok(throttle) => {
                     failures = 0;
                     backoff.reset();
+                    self.outages
+                        .succeeded(self.cluster.alias(), self.broker, "fetching");
                     if throttle > 0 {
                         tokio::time::sleep(Duration::from_millis(throttle as u64)).await;
                     }
@@ -164,7 +171,8 @@ impl Session {
                 Err(e) => {
                     failures += 1;
                     self.reset_session();
-                    tracing::warn!(cluster = %self.cluster.alias(), broker = self.broker, error = %e, "fetch failed");
+                    self.outages
+                        .failed(self.cluster.alias(), self.broker, "fetch failed", &e);
                     if failures >= 3 || !e.is_retriable() {
                         // The broker may be gone or no longer lead: let the fetcher look again.
                         for (_, p) in std::mem::take(&mut self.parts) {

@@ -3,7 +3,8 @@
 //! the groups the filter selects are translated through the flow's offset maps (a breakpoint
 //! at every offset gap, so the translation is the target offset of the very record the group
 //! would read next) and written as MM2 `Checkpoint` records to
-//! `<source>.checkpoints.internal` on the target. With `sync.group.offsets.enabled`, the
+//! `<source>.checkpoints.internal` on the target, in as many batches as its
+//! `max.message.bytes` needs. With `sync.group.offsets.enabled`, the
 //! translated offsets are also committed for groups that are empty (or absent) on the
 //! target, only ever moving them forward.
 
@@ -11,6 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
 use tokio_util::sync::CancellationToken;
 
 use super::records::{self, Checkpoint};
@@ -48,6 +51,7 @@ pub async fn run(
     }
     let tp = TopicPartition::new(topic.as_str(), 0);
     let mut emitted: HashMap<(String, TopicPartition), Checkpoint> = HashMap::new();
+    let mut batch_bytes = MAX_BATCH_BYTES;
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sync_tick = tokio::time::interval(
@@ -70,14 +74,13 @@ pub async fn run(
                             continue;
                         }
                         let records: Vec<_> = fresh.iter().map(|c| (c.encode_key(), c.encode_value())).collect();
-                        match append(&target, &tp, &records::batch(&records, now_ms())).await {
-                            Ok(_) => {
-                                tracing::debug!(count = fresh.len(), topic = %topic, "checkpoints written");
-                                for c in all {
-                                    emitted.insert((c.consumer_group_id.clone(), c.topic_partition.clone()), c);
-                                }
-                            }
-                            Err(e) => tracing::warn!(topic = %topic, error = %e, "checkpoints not written"),
+                        let (written, error) = write(&target, &tp, &records, &mut batch_bytes).await;
+                        tracing::debug!(count = written, topic = %topic, "checkpoints written");
+                        for c in &fresh[..written] {
+                            emitted.insert((c.consumer_group_id.clone(), c.topic_partition.clone()), (*c).clone());
+                        }
+                        if let Some(e) = error {
+                            tracing::warn!(topic = %topic, error = %e, unwritten = fresh.len() - written, "checkpoints not written");
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot read source consumer groups"),
@@ -90,6 +93,52 @@ pub async fn run(
             }
         }
     }
+}
+
+/// The most bytes of keys and values put in one checkpoint batch at first: well under
+/// Kafka's default `max.message.bytes` (1 MiB), whatever the record framing adds.
+const MAX_BATCH_BYTES: usize = 512 * 1024;
+/// What a record adds to its key and value in a batch, at most (length varints, attributes,
+/// deltas, header count).
+const RECORD_OVERHEAD: usize = 32;
+
+/// Appends `records` in order, in batches of at most `*batch_bytes`: one batch for every
+/// checkpoint would exceed the topic's `max.message.bytes` past some thousands of
+/// group-partitions and be refused every interval. A batch the broker refuses as too large
+/// is halved and tried again, and `*batch_bytes` keeps the size that fit for later rounds.
+/// Returns how many records (from the first) were written, and the error that stopped the
+/// rest, if any (a single record too large, say).
+async fn write(
+    target: &Cluster,
+    tp: &TopicPartition,
+    records: &[(Bytes, Bytes)],
+    batch_bytes: &mut usize,
+) -> (usize, Option<KafkaError>) {
+    let size = |r: &(Bytes, Bytes)| r.0.len() + r.1.len() + RECORD_OVERHEAD;
+    let mut written = 0;
+    while written < records.len() {
+        let mut end = written + 1;
+        let mut bytes = size(&records[written]);
+        while end < records.len() && bytes + size(&records[end]) <= *batch_bytes {
+            bytes += size(&records[end]);
+            end += 1;
+        }
+        match append(
+            target,
+            tp,
+            &records::batch(&records[written..end], now_ms()),
+        )
+        .await
+        {
+            Ok(_) => written = end,
+            Err(KafkaError::Broker {
+                code: ResponseError::MessageTooLarge | ResponseError::RecordListTooLarge,
+                ..
+            }) if end - written > 1 => *batch_bytes = bytes / 2,
+            Err(e) => return (written, Some(e)),
+        }
+    }
+    (written, None)
 }
 
 /// The checkpoints of every selected group for every partition with an exact translation.

@@ -62,21 +62,22 @@ impl Strait {
 
     /// SIGSTOP: the process freezes where it is (timers, sockets and all).
     pub fn pause(&self) {
-        self.signal("-STOP");
+        self.signal("STOP");
     }
 
     /// SIGCONT after [`Strait::pause`].
     pub fn resume(&self) {
-        self.signal("-CONT");
+        self.signal("CONT");
     }
 
-    fn signal(&self, signal: &str) {
+    /// Sends `signal` (`TERM`, `INT`, `STOP`, ...) without waiting for anything.
+    pub fn signal(&self, signal: &str) {
         let c = self.child.as_ref().expect("strait is not running");
         let status = Command::new("kill")
-            .args([signal, &c.id().to_string()])
+            .args([format!("-{signal}"), c.id().to_string()])
             .status()
             .unwrap();
-        assert!(status.success(), "kill {signal} failed");
+        assert!(status.success(), "kill -{signal} failed");
     }
 
     /// SIGKILL: no drain, no commit.

@@ -65,6 +65,15 @@ fn a_second_process_on_the_same_flow_fences_the_first() {
         "{}",
         first.log_text()
     );
+    // The produce engine died: the exit message names it (the flow's supervision).
+    let log = first.log_text();
+    let last = log.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("strait: flow a->b: the produce engine failed: "),
+        "{log}"
+    );
+    // A dead engine drained and committed nothing at the stop: the log must not say so.
+    assert!(!log.contains("progress committed"), "{log}");
 
     // From now on one writer: a wave arrives exactly once.
     wait_for_records(

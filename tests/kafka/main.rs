@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod checkpoints;
 mod durable_syncs;
 mod fencing;
 mod harness;
