@@ -651,7 +651,8 @@ pub static KEYS: &[KeySpec] = &[
     .strait()
     .doc(
         "How often replicated positions are committed, in milliseconds: bounds \
-             duplicates after a crash.",
+             duplicates after a crash. A position is committed once the offset syncs it \
+             depends on are written, too.",
     ),
     KeySpec::new(
         "shutdown.drain.timeout.ms",
@@ -663,7 +664,8 @@ pub static KEYS: &[KeySpec] = &[
     .strait()
     .doc(
         "How long a stopping flow waits for the target to acknowledge the batches in \
-             flight before it commits what was acknowledged, in milliseconds; the rest is \
+             flight before it commits what was acknowledged (and whose offset syncs are \
+             written: it waits up to half of it for them), in milliseconds; the rest is \
              fetched again on the next start.",
     ),
     KeySpec::new(
