@@ -4,14 +4,15 @@
 //           [--idempotent] [--transactional-id ID --txn-size K --abort-every M]
 //           [--value-size S] [--key-space K] [--null-key-every K] [--null-value-every K]
 //           [--headers] [--batch-size BYTES] [--linger-ms MS] [--rate RECORDS_PER_SEC]
-//           [--partition P]
+//           [--partition P] [--first I]
 //   dump --bootstrap B --topic T [--isolation read_committed|read_uncommitted] [--timeout-ms MS]
 //   consume --bootstrap B --topic T --group G --max N [--isolation read_committed|read_uncommitted]
 //           [--timeout-ms MS] [--idle-ms MS]
 //   committed --bootstrap B --group G
 //   train --bootstrap B   (exercise the commands above and Mm2Client once, for a CDS archive)
 //
-// Record i (0-based) produced by `produce`:
+// Record i produced by `produce`, i from I (default 0) to I + N - 1 (so that successive runs on one
+// topic write distinct records):
 //   key     "key-" + (i % keySpace)                  (keySpace defaults to count)
 //           null when nullKeyEvery > 0 and i % nullKeyEvery == nullKeyEvery - 1
 //   value   "value-" + i + "-", padded to S bytes with the letter ('a' + i % 26)
@@ -93,6 +94,7 @@ public class Workload {
     static void produce(Map<String, String> a) throws Exception {
         String topic = req(a, "--topic");
         long count = num(a, "--count", 0);
+        long first = num(a, "--first", 0);
         long keySpace = num(a, "--key-space", Math.max(count, 1));
         long valueSize = num(a, "--value-size", 0);
         long nullKeyEvery = num(a, "--null-key-every", 0);
@@ -123,7 +125,7 @@ public class Workload {
         long start = System.nanoTime();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
             if (txnId != null) producer.initTransactions();
-            for (long i = 0; i < count; i++) {
+            for (long i = first; i < first + count; i++) {
                 if (txnId != null && inTxn == 0) producer.beginTransaction();
                 byte[] key = nullKeyEvery > 0 && i % nullKeyEvery == nullKeyEvery - 1
                         ? null : utf8("key-" + (i % keySpace));
@@ -139,7 +141,7 @@ public class Workload {
                 if (error.get() != null) throw error.get();
                 if (txnId == null) {
                     committed++;
-                } else if (++inTxn == txnSize || i == count - 1) {
+                } else if (++inTxn == txnSize || i == first + count - 1) {
                     producer.flush();
                     if (error.get() != null) throw error.get();
                     if (abortEvery > 0 && txnIndex % abortEvery == abortEvery - 1) {
@@ -153,7 +155,7 @@ public class Workload {
                     txnIndex++;
                 }
                 if (rate > 0) {
-                    long due = start + (i + 1) * 1_000_000_000L / rate;
+                    long due = start + (i - first + 1) * 1_000_000_000L / rate;
                     long wait = due - System.nanoTime();
                     if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
                 }
