@@ -213,3 +213,51 @@ fn request(api: &str, method: &str, path: &str, body: &str) -> std::io::Result<(
     let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     Ok((status, body.to_string()))
 }
+
+/// A source and a target cluster, each behind its own proxy, and the config of a flow
+/// `a->b` between them through the proxies.
+pub struct Pair {
+    pub source: Cluster,
+    pub target: Cluster,
+    pub source_proxy: Proxy,
+    pub target_proxy: Proxy,
+    _toxiproxy: Toxiproxy,
+}
+
+impl Pair {
+    /// Starts Toxiproxy and both clusters (`<prefix>-source`, `<prefix>-target`, in parallel).
+    pub fn start(prefix: &str) -> Pair {
+        let toxiproxy = Toxiproxy::start();
+        let (source, target) = (format!("{prefix}-source"), format!("{prefix}-target"));
+        let ((source, source_proxy), (target, target_proxy)) = std::thread::scope(|s| {
+            let source = s.spawn(|| start_cluster(&toxiproxy, &source, &[]));
+            let target = start_cluster(&toxiproxy, &target, &[]);
+            (source.join().unwrap(), target)
+        });
+        Pair {
+            source,
+            target,
+            source_proxy,
+            target_proxy,
+            _toxiproxy: toxiproxy,
+        }
+    }
+
+    /// An `mm2.properties` text for the flow `a->b` of `topics` through the proxies, with a
+    /// request timeout of `request_timeout_ms` on both sides, plus the `extra` lines.
+    pub fn mm2_properties(&self, topics: &str, request_timeout_ms: u64, extra: &[&str]) -> String {
+        let mut text = format!(
+            "clusters = a, b\na.bootstrap.servers = {}\nb.bootstrap.servers = {}\n\
+             a->b.enabled = true\na->b.topics = {topics}\nreplication.factor = 1\n\
+             internal.topic.replication.factor = 1\n\
+             a.request.timeout.ms = {request_timeout_ms}\nb.request.timeout.ms = {request_timeout_ms}\n",
+            self.source_proxy.addr(),
+            self.target_proxy.addr()
+        );
+        for line in extra {
+            text.push_str(line);
+            text.push('\n');
+        }
+        text
+    }
+}
