@@ -75,11 +75,12 @@ fn chaos_soak() {
     let mut strait = Strait::start(&config, "properties").allow(FAULT_WARNINGS);
     let mut producer = Producer::start(&pair.source, &topic);
 
-    let start = Instant::now();
-    let mut events: BTreeMap<&str, u32> = BTreeMap::new();
+    let (start, start_ms) = (Instant::now(), now_ms());
+    let mut events: Vec<(f64, &'static str)> = Vec::new();
     let mut log = |what: &'static str| {
-        *events.entry(what).or_default() += 1;
-        eprintln!("soak: {:>6.1} s {what}", start.elapsed().as_secs_f64());
+        let at = start.elapsed().as_secs_f64();
+        events.push((at, what));
+        eprintln!("soak: {at:>6.1} s {what}");
     };
     let mut cycle = 0u64;
     while start.elapsed() < Duration::from_secs(secs) {
@@ -124,10 +125,12 @@ fn chaos_soak() {
         }
     }
     producer.stop();
-    eprintln!(
-        "soak: faults over after {:.0} s: {events:?}",
-        start.elapsed().as_secs_f64()
-    );
+    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+    for (_, what) in &events {
+        *counts.entry(what).or_default() += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    eprintln!("soak: faults over after {secs:.0} s: {counts:?}");
 
     let remote = format!("a.{topic}");
     let timeout = Duration::from_secs(600);
@@ -143,17 +146,13 @@ fn chaos_soak() {
     let in_flight = MAX_IN_FLIGHT * (BATCH_BYTES / 100);
     let bound =
         (per_partition_rate * COMMIT_INTERVAL_MS as f64 / 1000.0) as usize + in_flight as usize;
+    print_duplicates_per_fault(&pair.source, &topic, start_ms, &events, &report);
     let records: usize = report.0.values().map(|p| p.source).sum();
-    let runs: Vec<usize> = report
-        .0
-        .values()
-        .flat_map(|p| p.duplicate_runs.clone())
-        .collect();
+    let runs: usize = report.0.values().map(|p| p.duplicate_runs.len()).sum();
     eprintln!(
-        "soak: {records} records, {} duplicates in {} runs (longest {}, bound per run {bound}), \
-         faults {events:?}\n{report}",
+        "soak: {records} records, {} duplicates in {runs} runs (longest {}, bound per run \
+         {bound}), faults {counts:?}\n{report}",
         report.duplicates(),
-        runs.len(),
         report.longest_duplicate_run()
     );
     assert!(report.ok(), "records lost or out of order:\n{report}");
@@ -162,6 +161,45 @@ fn chaos_soak() {
         "a run of duplicates exceeds {bound}:\n{report}"
     );
     assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
+/// Prints, for each fault, the duplicates per partition it caused: a run of duplicates is
+/// put down to the first fault after the source record time of its last record, which is
+/// the last record the target had before the resend (a fault's own kill of strait included).
+fn print_duplicates_per_fault(
+    source: &Cluster,
+    topic: &str,
+    start_ms: i64,
+    events: &[(f64, &str)],
+    report: &sequence::Report,
+) {
+    let mut times: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for r in kafka::dump(source, topic) {
+        times.entry(r.partition).or_default().push(r.timestamp);
+    }
+    let mut per_fault = vec![vec![0; PARTITIONS as usize]; events.len() + 1];
+    for (p, r) in &report.0 {
+        for run in &r.duplicate_runs {
+            let at = (times[p][run.last] - start_ms) as f64 / 1000.0;
+            let fault = events
+                .iter()
+                .position(|(t, _)| *t >= at)
+                .unwrap_or(events.len());
+            per_fault[fault][*p as usize] += run.len;
+        }
+    }
+    for (i, (at, what)) in events.iter().enumerate() {
+        eprintln!(
+            "soak: {at:>6.1} s {what:<30} duplicates per partition {:?}",
+            per_fault[i]
+        );
+    }
+    eprintln!("soak: after the last fault: {:?}", per_fault[events.len()]);
+}
+
+fn now_ms() -> i64 {
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH);
+    now.unwrap().as_millis() as i64
 }
 
 /// The proxy of the source (`source`) or the target, and the event's name.

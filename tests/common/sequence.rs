@@ -29,13 +29,23 @@ pub struct PartitionReport {
     pub skips: usize,
     /// Target records that are in no source record.
     pub foreign: usize,
-    /// The lengths of the runs of duplicates, in target order.
-    pub duplicate_runs: Vec<usize>,
+    /// The runs of duplicates, in target order.
+    pub duplicate_runs: Vec<DuplicateRun>,
+}
+
+/// Records the target holds twice in a row: one resend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DuplicateRun {
+    /// How many records.
+    pub len: usize,
+    /// The highest source index among them (its position in the source partition): the last
+    /// record the target had before the fault that caused the resend.
+    pub last: usize,
 }
 
 impl PartitionReport {
     pub fn duplicates(&self) -> usize {
-        self.duplicate_runs.iter().sum()
+        self.duplicate_runs.iter().map(|r| r.len).sum()
     }
 
     /// Nothing lost, nothing foreign, order kept (duplicates allowed).
@@ -60,7 +70,7 @@ impl Report {
     /// The longest run of duplicates in any partition (0 without any).
     pub fn longest_duplicate_run(&self) -> usize {
         let runs = self.0.values().flat_map(|p| p.duplicate_runs.iter());
-        runs.copied().max().unwrap_or(0)
+        runs.map(|r| r.len).max().unwrap_or(0)
     }
 }
 
@@ -70,7 +80,8 @@ impl fmt::Display for Report {
             writeln!(
                 f,
                 "partition {p}: source {} target {} lost {} skips {} foreign {} duplicates {} in runs {:?}",
-                r.source, r.target, r.lost, r.skips, r.foreign, r.duplicates(), r.duplicate_runs
+                r.source, r.target, r.lost, r.skips, r.foreign, r.duplicates(),
+                r.duplicate_runs.iter().map(|r| r.len).collect::<Vec<_>>()
             )?;
         }
         Ok(())
@@ -103,7 +114,7 @@ fn compare_partition(source: &[Vec<u8>], target: &[Vec<u8>]) -> PartitionReport 
         ..PartitionReport::default()
     };
     let mut seen = vec![false; source.len()];
-    let (mut next, mut run) = (0, 0);
+    let (mut next, mut run) = (0, None::<DuplicateRun>);
     for v in target {
         let Some(&i) = index.get(v.as_slice()) else {
             r.foreign += 1;
@@ -111,21 +122,18 @@ fn compare_partition(source: &[Vec<u8>], target: &[Vec<u8>]) -> PartitionReport 
         };
         seen[i] = true;
         if i < next {
-            run += 1;
+            let run = run.get_or_insert(DuplicateRun { len: 0, last: i });
+            run.len += 1;
+            run.last = run.last.max(i);
             continue;
         }
-        if run > 0 {
-            r.duplicate_runs.push(run);
-            run = 0;
-        }
+        r.duplicate_runs.extend(run.take());
         if i > next {
             r.skips += 1;
         }
         next = i + 1;
     }
-    if run > 0 {
-        r.duplicate_runs.push(run);
-    }
+    r.duplicate_runs.extend(run);
     r.lost = seen.iter().filter(|s| !**s).count();
     r
 }
