@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::kafka::{free_port, free_port_pair, Cluster};
 
-/// A running `toxiproxy-server` on a loopback port, killed on drop.
+/// A running `toxiproxy-server` on a loopback port, stopped on drop.
 pub struct Toxiproxy {
     child: Child,
     api: String,
@@ -46,7 +46,7 @@ impl Toxiproxy {
         let deadline = Instant::now() + Duration::from_secs(300);
         while request(&t.api, "GET", "/version", "").is_err() {
             if let Some(status) = t.child.try_wait().unwrap() {
-                panic!("toxiproxy-server exited at start: {status}");
+                panic!("toxiproxy.sh run exited at start: {status}");
             }
             assert!(Instant::now() < deadline, "toxiproxy-server API not up");
             std::thread::sleep(Duration::from_millis(50));
