@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use common::kafka::{self, Cluster};
 use common::proxy::{Pair, Stream, Toxic};
 use common::sequence::{self, Report};
-use common::strait::{wait_for_records, Strait};
+use common::strait::Strait;
 
 /// One fault test at a time (a failed one poisons the lock; the next still runs).
 fn serial() -> MutexGuard<'static, ()> {
@@ -54,52 +54,27 @@ fn target_and_source_restarts_lose_nothing() {
         "cannot place partitions on source leaders yet",
     ]);
     let remote = format!("a.{topic}");
-    kafka::produce(
-        &source,
-        &["--topic", &topic, "--count", "5000", "--value-size", "200"],
-    );
-    wait_for_records(
-        &mut strait,
-        &target,
-        &remote,
-        2,
-        5000,
-        Duration::from_secs(60),
-    );
+    let produce = |first: &str| {
+        let args = ["--topic", &topic, "--first", first, "--count", "5000"];
+        kafka::produce(&source, &[&args[..], &["--value-size", "200"]].concat());
+    };
+    let timeout = Duration::from_secs(120);
+    produce("0");
+    sequence::wait_caught_up(&mut strait, &source, &topic, &target, &remote, timeout);
 
     // The target goes down while the source keeps receiving records.
     target.stop();
-    kafka::produce(
-        &source,
-        &["--topic", &topic, "--count", "5000", "--value-size", "200"],
-    );
+    produce("5000");
     std::thread::sleep(Duration::from_secs(3));
     target.start_again();
-    wait_for_records(
-        &mut strait,
-        &target,
-        &remote,
-        2,
-        10000,
-        Duration::from_secs(120),
-    );
+    sequence::wait_caught_up(&mut strait, &source, &topic, &target, &remote, timeout);
 
     // The source goes down and comes back with more records.
     source.stop();
     std::thread::sleep(Duration::from_secs(3));
     source.start_again();
-    kafka::produce(
-        &source,
-        &["--topic", &topic, "--count", "5000", "--value-size", "200"],
-    );
-    wait_for_records(
-        &mut strait,
-        &target,
-        &remote,
-        2,
-        15000,
-        Duration::from_secs(120),
-    );
+    produce("10000");
+    sequence::wait_caught_up(&mut strait, &source, &topic, &target, &remote, timeout);
     assert!(strait.terminate().success(), "{}", strait.log_text());
 
     // Exactly the source records, in order (the producer is idempotent per session and
