@@ -1,13 +1,16 @@
 //! A flow is one `source->target` replication link: it discovers the source topics its
 //! filter selects, makes the target hold their remote twins, restores progress, and wires
 //! the fetch engine into the produce engine. `run` is the whole process: every enabled flow
-//! of the configuration, one shutdown token (mini-redis style), one drain.
+//! of the configuration, one shutdown token (mini-redis style), one drain. Every task a flow
+//! spawns is supervised ([`Tasks`]): one that ends before the shutdown, with an error, a
+//! panic or none, ends the flow with an error naming it, and so the process.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
+use tokio::task::{JoinError, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClusterConfig, Config, FlowConfig, Location};
@@ -34,33 +37,135 @@ pub enum FlowError {
         #[source]
         source: KafkaError,
     },
+    /// A task of the flow ended while the flow ran: nothing may run on without it.
+    #[error("flow {flow}: the {task} {cause}")]
+    Task {
+        flow: String,
+        task: &'static str,
+        cause: TaskEnd,
+    },
     #[error("flow {flow}: {count} partition(s) stopped on errors (see the log)")]
     Stopped { flow: String, count: usize },
 }
 
+/// How a supervised task ended before its time.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskEnd {
+    #[error("failed: {0}")]
+    Failed(KafkaError),
+    #[error("panicked: {0}")]
+    Panicked(String),
+    #[error("stopped unexpectedly")]
+    Returned,
+}
+
 /// Runs every enabled flow until `shutdown` is cancelled, then drains and commits.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), FlowError> {
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = JoinSet::new();
+    let mut names = HashMap::new();
     for flow in config.flows.clone() {
         let source = cluster(&config.clusters[&flow.source]);
         let target = cluster(&config.clusters[&flow.target]);
         let shutdown = shutdown.clone();
-        tasks.spawn(async move { run_flow(flow, source, target, shutdown).await });
+        let name = format!("{}->{}", flow.source, flow.target);
+        let task = tasks.spawn(async move { run_flow(flow, source, target, shutdown).await });
+        names.insert(task.id(), name);
     }
     let mut first_error = None;
     while let Some(done) = tasks.join_next().await {
-        match done {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "flow failed");
-                // One failed flow ends the process: an operator must see it, not a half-run.
-                shutdown.cancel();
-                first_error.get_or_insert(e);
-            }
-            Err(e) => tracing::error!(error = %e, "flow task panicked"),
-        }
+        let error = match done {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e,
+            // The control loop itself (discovery, config and ACL sync) panicked.
+            Err(e) => FlowError::Task {
+                flow: names.remove(&e.id()).unwrap_or_default(),
+                task: "control loop",
+                cause: TaskEnd::from_join(e),
+            },
+        };
+        tracing::error!(error = %error, "flow failed");
+        // One failed flow ends the process: an operator must see it, not a half-run.
+        shutdown.cancel();
+        first_error.get_or_insert(error);
     }
     first_error.map_or(Ok(()), Err)
+}
+
+impl TaskEnd {
+    /// A task's end as its join handle reports it (a panic, or the task was aborted).
+    fn from_join(e: JoinError) -> TaskEnd {
+        match e.try_into_panic() {
+            Ok(payload) => TaskEnd::Panicked(
+                payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(no message)".to_string()),
+            ),
+            Err(e) => TaskEnd::Panicked(e.to_string()),
+        }
+    }
+}
+
+/// Named tasks, supervised together. While the flow runs, [`Tasks::ended`] reports the first
+/// one to end, however it ended: each runs until its shutdown token says otherwise. At the
+/// drain, [`Tasks::join`] waits for all of them.
+#[derive(Default)]
+struct Tasks {
+    set: JoinSet<Result<(), KafkaError>>,
+    names: HashMap<tokio::task::Id, &'static str>,
+}
+
+impl Tasks {
+    fn spawn(
+        &mut self,
+        name: &'static str,
+        task: impl std::future::Future<Output = Result<(), KafkaError>> + Send + 'static,
+    ) {
+        let id = self.set.spawn(task).id();
+        self.names.insert(id, name);
+    }
+
+    /// Supervises a task spawned elsewhere; its panic is passed on as its own.
+    fn adopt(&mut self, name: &'static str, task: tokio::task::JoinHandle<()>) {
+        self.spawn(name, async move {
+            match task.await {
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                _ => Ok(()),
+            }
+        });
+    }
+
+    /// The next task to end, and how (an end with no error too: while the flow runs, no task
+    /// has reason to); pending while none has, or none is left.
+    async fn ended(&mut self) -> (&'static str, TaskEnd) {
+        match self.join_next().await {
+            Some((name, end)) => (name, end.unwrap_or(TaskEnd::Returned)),
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Waits for every task (their shutdown token cancelled, or about to end on their own);
+    /// the first that failed or panicked, if any.
+    async fn join(&mut self) -> Option<(&'static str, TaskEnd)> {
+        let mut first = None;
+        while let Some((name, end)) = self.join_next().await {
+            if let Some(end) = end {
+                first.get_or_insert((name, end));
+            }
+        }
+        first
+    }
+
+    /// The next task to end: its name, and how it ended unless it returned `Ok`.
+    async fn join_next(&mut self) -> Option<(&'static str, Option<TaskEnd>)> {
+        let (id, end) = match self.set.join_next_with_id().await? {
+            Ok((id, Ok(()))) => (id, None),
+            Ok((id, Err(e))) => (id, Some(TaskEnd::Failed(e))),
+            Err(e) => (e.id(), Some(TaskEnd::from_join(e))),
+        };
+        Some((self.names.remove(&id).unwrap_or("task"), end))
+    }
 }
 
 /// The cluster `c` describes, with no connection yet.
@@ -105,11 +210,16 @@ async fn run_flow(
         &shutdown,
     )
     .await
-    .err()
-    .map(fail);
-    let stats = match running.stop(&name).await {
+    .err();
+    let stats = match running.stop().await {
         Ok(stats) => stats,
-        Err(e) => return Err(error.unwrap_or(fail(e))),
+        Err((task, cause)) => {
+            return Err(error.unwrap_or(FlowError::Task {
+                flow: name,
+                task,
+                cause,
+            }))
+        }
     };
     tracing::info!(flow = %name, records = stats.records, batches = stats.batches, bytes = stats.bytes, lag = stats.lag, "flow stopped; progress committed");
     if let Some(e) = error {
@@ -124,18 +234,22 @@ async fn run_flow(
     Ok(())
 }
 
-/// A started flow: its engines and background tasks, and what the control loop needs.
+/// A started flow: its engines and background tasks, and what the control loop needs. The
+/// tasks come in the order the drain stops them: the MM2 side tasks, the fetcher, the
+/// produce engine, the offset syncs writer.
 struct Running {
     fetcher: Fetcher,
-    fetch_task: tokio::task::JoinHandle<()>,
-    fetch_shutdown: CancellationToken,
-    engine_task: tokio::task::JoinHandle<Result<Stats, KafkaError>>,
-    engine_shutdown: CancellationToken,
     commands: mpsc::UnboundedSender<Command>,
     stats: watch::Receiver<Stats>,
-    syncs_task: tokio::task::JoinHandle<Result<(), KafkaError>>,
-    side_tasks: tokio::task::JoinSet<Result<(), KafkaError>>,
+    side: Tasks,
     side_shutdown: CancellationToken,
+    fetch: Tasks,
+    fetch_shutdown: CancellationToken,
+    engine: Tasks,
+    engine_shutdown: CancellationToken,
+    /// Stopped once the engine (the only sender of syncs) is gone: it writes what is queued.
+    syncs: Tasks,
+    syncs_shutdown: CancellationToken,
     /// Committed positions restored at start-up.
     resume: HashMap<TopicPartition, Position>,
     /// The progress topic does not exist yet (a first start).
@@ -161,6 +275,8 @@ async fn start(
         commit_interval: Duration::from_millis(flow.progress_commit_interval_ms),
         drain_timeout: Duration::from_millis(flow.shutdown_drain_timeout_ms),
         coalesce_bytes: flow.produce_coalesce_bytes,
+        transactional_id: flow.fencing_transactional_id.clone(),
+        delivery_timeout: Duration::from_millis(flow.produce_delivery_timeout_ms),
     };
     let translations: Translations = Arc::default();
     let (syncs_tx, syncs_rx) = mpsc::unbounded_channel();
@@ -230,30 +346,39 @@ async fn start(
         .collect();
     let (commands, commands_rx) = mpsc::unbounded_channel();
     let (stats_tx, stats) = watch::channel(Stats::default());
+    let mut fetch = Tasks::default();
+    fetch.adopt("fetcher", fetch_task);
     let engine_shutdown = CancellationToken::new();
-    let engine_task =
-        tokio::spawn(engine.run(events_rx, commands_rx, stats_tx, engine_shutdown.clone()));
-    // The writer drains on its own once the engine (the only sender) is gone.
-    let syncs_task = tokio::spawn(offset_sync::run(
-        syncs_cluster,
-        syncs_topic,
-        flow.internal_replication_factor,
-        syncs_rx,
-        CancellationToken::new(),
-    ));
+    let mut engine_task = Tasks::default();
+    let run = engine.run(events_rx, commands_rx, stats_tx, engine_shutdown.clone());
+    // Its last stats reach `stats` before it returns.
+    engine_task.spawn("produce engine", async move { run.await.map(drop) });
+    let mut syncs = Tasks::default();
+    let syncs_shutdown = CancellationToken::new();
+    syncs.spawn(
+        "offset syncs writer",
+        offset_sync::run(
+            syncs_cluster,
+            syncs_topic,
+            flow.internal_replication_factor,
+            syncs_rx,
+            syncs_shutdown.clone(),
+        ),
+    );
     let side_shutdown = CancellationToken::new();
-    let side_tasks = spawn_side_tasks(flow, source, target, &translations, &side_shutdown);
+    let side = spawn_side_tasks(flow, source, target, &translations, &side_shutdown);
     let running = Running {
         fetcher,
-        fetch_task,
-        fetch_shutdown,
-        engine_task,
-        engine_shutdown,
         commands,
         stats,
-        syncs_task,
-        side_tasks,
+        side,
         side_shutdown,
+        fetch,
+        fetch_shutdown,
+        engine: engine_task,
+        engine_shutdown,
+        syncs,
+        syncs_shutdown,
         resume,
         create_progress,
         progress_topic,
@@ -269,8 +394,8 @@ fn spawn_side_tasks(
     target: &Arc<Cluster>,
     translations: &Translations,
     shutdown: &CancellationToken,
-) -> tokio::task::JoinSet<Result<(), KafkaError>> {
-    let mut tasks = tokio::task::JoinSet::new();
+) -> Tasks {
+    let mut tasks = Tasks::default();
     if flow.emit_heartbeats.enabled {
         let config = HeartbeatConfig {
             source_alias: flow.source.clone(),
@@ -279,7 +404,10 @@ fn spawn_side_tasks(
             interval: Duration::from_millis(flow.emit_heartbeats.interval_ms),
             replication_factor: flow.internal_replication_factor,
         };
-        tasks.spawn(heartbeat::run(config, target.clone(), shutdown.clone()));
+        tasks.spawn(
+            "heartbeat task",
+            heartbeat::run(config, target.clone(), shutdown.clone()),
+        );
     }
     if flow.emit_checkpoints.enabled {
         let config = CheckpointConfig {
@@ -293,19 +421,23 @@ fn spawn_side_tasks(
                 .then(|| Duration::from_millis(flow.sync_group_offsets.interval_ms)),
             replication_factor: flow.internal_replication_factor,
         };
-        tasks.spawn(checkpoint::run(
-            config,
-            source.clone(),
-            target.clone(),
-            translations.clone(),
-            shutdown.clone(),
-        ));
+        tasks.spawn(
+            "checkpoint task",
+            checkpoint::run(
+                config,
+                source.clone(),
+                target.clone(),
+                translations.clone(),
+                shutdown.clone(),
+            ),
+        );
     }
     tasks
 }
 
 /// The control loop of a running flow until `shutdown`: topic discovery and assignment,
-/// config and ACL syncs, status lines. Returns the error that ends the flow early, if any.
+/// config and ACL syncs, status lines, and the watch over the flow's tasks. Returns the
+/// error that ends the flow early, if any.
 async fn control(
     flow: &FlowConfig,
     name: &str,
@@ -314,7 +446,11 @@ async fn control(
     running: &mut Running,
     first_discovery: Result<Discovered, KafkaError>,
     shutdown: &CancellationToken,
-) -> Result<(), KafkaError> {
+) -> Result<(), FlowError> {
+    let fail = |source: KafkaError| FlowError::Kafka {
+        flow: name.to_string(),
+        source,
+    };
     let sync_interval = |ms: u64| Duration::from_millis(ms.max(MIN_SYNC_INTERVAL_MS));
     let mut known: HashMap<String, i32> = HashMap::new();
     let mut refresh = tokio::time::interval(Duration::from_millis(flow.refresh_topics_interval_ms));
@@ -345,7 +481,7 @@ async fn control(
                     tracing::warn!(flow = %name, error = %e, "topic ACL sync failed; retrying at the next interval");
                 }
             }
-            Some(Err(e)) if known.is_empty() && !e.is_retriable() => return Err(e),
+            Some(Err(e)) if known.is_empty() && !e.is_retriable() => return Err(fail(e)),
             Some(Err(e)) => {
                 tracing::warn!(flow = %name, error = %e, "topic discovery failed; retrying at the next refresh")
             }
@@ -354,7 +490,9 @@ async fn control(
         if running.create_progress {
             running.create_progress = false;
             let rf = flow.internal_replication_factor;
-            ensure_internal_topic(target, &running.progress_topic, rf).await?;
+            ensure_internal_topic(target, &running.progress_topic, rf)
+                .await
+                .map_err(fail)?;
         }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
@@ -371,37 +509,46 @@ async fn control(
                     tracing::warn!(flow = %name, error = %e, "topic ACL sync failed; retrying at the next interval");
                 }
             }
-            Some(done) = running.side_tasks.join_next(), if !running.side_tasks.is_empty() => {
-                if let Ok(Err(e)) = done {
-                    tracing::error!(flow = %name, error = %e, "a background task of the flow failed");
-                }
+            (task, cause) = running.ended() => {
+                return Err(FlowError::Task { flow: name.to_string(), task, cause });
             }
             _ = status.tick() => {
                 let s = running.stats.borrow().clone();
-                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, "replication status");
+                let f = running.fetcher.stats();
+                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, source_truncations = f.truncations, offsets_lost_to_retention = f.offsets_lost_to_retention, recreated_source_partitions = f.recreated_partitions, "replication status");
             }
         }
     }
 }
 
 impl Running {
+    /// The first of the flow's tasks to end, and how.
+    async fn ended(&mut self) -> (&'static str, TaskEnd) {
+        tokio::select! {
+            ended = self.side.ended() => ended,
+            ended = self.fetch.ended() => ended,
+            ended = self.engine.ended() => ended,
+            ended = self.syncs.ended() => ended,
+        }
+    }
+
     /// The one drain: background tasks stop, then the source reads, then the engine drains
-    /// its batches in flight and commits; the offset syncs writer finishes last.
-    async fn stop(mut self, name: &str) -> Result<Stats, KafkaError> {
+    /// its batches in flight and commits; the offset syncs writer finishes last. Every task
+    /// is waited for, whatever one of them did; the first failure is the result.
+    async fn stop(mut self) -> Result<Stats, (&'static str, TaskEnd)> {
         self.side_shutdown.cancel();
-        while self.side_tasks.join_next().await.is_some() {}
+        let side = self.side.join().await;
         // Stop reading the source first, then let the engine drain and commit.
         self.fetch_shutdown.cancel();
-        let _ = self.fetch_task.await;
+        let fetch = self.fetch.join().await;
         self.engine_shutdown.cancel();
-        let stats = match self.engine_task.await {
-            Ok(result) => result?,
-            Err(e) => return Err(KafkaError::Other(format!("produce engine panicked: {e}"))),
-        };
-        if let Ok(Err(e)) = self.syncs_task.await {
-            tracing::warn!(flow = %name, error = %e, "offset syncs topic unavailable");
+        let engine = self.engine.join().await;
+        self.syncs_shutdown.cancel();
+        let syncs = self.syncs.join().await;
+        match side.or(fetch).or(engine).or(syncs) {
+            Some(failed) => Err(failed),
+            None => Ok(self.stats.borrow().clone()),
         }
-        Ok(stats)
     }
 }
 
@@ -535,4 +682,90 @@ fn replicates(flow: &FlowConfig, topic: &str) -> bool {
         && !flow.policy.is_internal_topic(topic)
         && !topic.starts_with("strait-progress.")
         && !flow.policy.is_cycle(topic, &flow.target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn broken() -> KafkaError {
+        KafkaError::Other("broken".into())
+    }
+
+    #[tokio::test]
+    async fn a_task_that_fails_is_named_with_its_error() {
+        let mut tasks = Tasks::default();
+        tasks.spawn("heartbeat task", std::future::pending());
+        tasks.spawn("produce engine", async { Err(broken()) });
+        let (task, end) = tasks.ended().await;
+        assert_eq!(task, "produce engine");
+        assert!(
+            matches!(end, TaskEnd::Failed(KafkaError::Other(_))),
+            "{end:?}"
+        );
+        let message = FlowError::Task {
+            flow: "a->b".into(),
+            task,
+            cause: end,
+        }
+        .to_string();
+        assert_eq!(message, "flow a->b: the produce engine failed: broken");
+    }
+
+    #[tokio::test]
+    async fn a_task_that_panics_is_named_with_its_panic_message() {
+        let mut tasks = Tasks::default();
+        tasks.spawn("checkpoint task", async { panic!("partition {} gone", 3) });
+        let (task, end) = tasks.ended().await;
+        assert_eq!(task, "checkpoint task");
+        assert_eq!(end.to_string(), "panicked: partition 3 gone");
+
+        // A task spawned elsewhere (the fetcher's) keeps its own panic message.
+        tasks.adopt("fetcher", tokio::spawn(async { panic!("bad chunk") }));
+        let (task, end) = tasks.ended().await;
+        assert_eq!(
+            (task, end.to_string().as_str()),
+            ("fetcher", "panicked: bad chunk")
+        );
+    }
+
+    #[tokio::test]
+    async fn a_task_that_returns_while_the_flow_runs_is_an_end_too() {
+        let mut tasks = Tasks::default();
+        tasks.adopt("fetcher", tokio::spawn(async {}));
+        let (task, end) = tasks.ended().await;
+        assert_eq!(
+            (task, end.to_string().as_str()),
+            ("fetcher", "stopped unexpectedly")
+        );
+        // With none left, nothing more ends.
+        let none = tokio::time::timeout(Duration::from_millis(50), tasks.ended()).await;
+        assert!(none.is_err());
+    }
+
+    #[tokio::test]
+    async fn the_drain_waits_for_every_task_and_reports_the_first_failure() {
+        let mut tasks = Tasks::default();
+        let stop = CancellationToken::new();
+        let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (token, done) = (stop.clone(), finished.clone());
+        tasks.spawn("heartbeat task", async move {
+            token.cancelled().await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        });
+        tasks.spawn("checkpoint task", async { Err(broken()) });
+        stop.cancel();
+        let (task, end) = tasks.join().await.expect("a failure");
+        assert_eq!(
+            (task, end.to_string().as_str()),
+            ("checkpoint task", "failed: broken")
+        );
+        assert!(finished.load(std::sync::atomic::Ordering::SeqCst));
+        // Tasks that ended cleanly at the drain are no failure.
+        let mut tasks = Tasks::default();
+        tasks.spawn("heartbeat task", async { Ok(()) });
+        assert!(tasks.join().await.is_none());
+    }
 }

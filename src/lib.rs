@@ -19,7 +19,8 @@
 //!   [`kafka::produce_request`] (zero-copy Produce bodies), [`kafka::appender`] (strait's own
 //!   small appends), [`kafka::log_reader`] (reading an internal topic to its end),
 //!   [`kafka::admin`] (topics and configs), [`kafka::acls`], [`kafka::groups`]
-//!   (consumer-group offsets).
+//!   (consumer-group offsets); for unit tests only, `kafka::fake_broker` (a scripted broker
+//!   for error paths).
 //! - [`config`]: `mm2.properties` and TOML into one validated model: `model` · `error` ·
 //!   `raw` · `keys` (the key table) · `properties` · `toml` · `validate`. [`policy`] (MM2's
 //!   replication policy: remote topic names, internal topics) and [`filter`] (topic and

@@ -260,6 +260,18 @@ const INTERNAL_RF: Setter = Setter::Flow(|f, v, o| {
 const CHECK_BOOL: Setter = Setter::Check(|v| parse_bool(v).map(|_| ()));
 const CHECK_INT: Setter = Setter::Check(|v| parse_int(v).map(|_| ()));
 const CHECK_ANY: Setter = Setter::Check(|_| Ok(()));
+/// `security.protocol`: connecting in plaintext where the file asks for TLS or SASL would
+/// send the cluster's data unencrypted or unauthenticated, so that is refused.
+const CHECK_PLAINTEXT: Setter = Setter::Check(|v| {
+    if v.eq_ignore_ascii_case("PLAINTEXT") {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{v}` is not supported yet: strait connects with PLAINTEXT only (TLS and SASL \
+             are not implemented)"
+        ))
+    }
+});
 
 use Scope::{Cluster, Flow, Global, SourceCluster, TargetCluster};
 
@@ -334,12 +346,10 @@ pub static KEYS: &[KeySpec] = &[
              fixed receive buffer drop fewer packets, each a possible 200-ms retransmission \
              stall. Raise it, or -1, for a distant target.",
     ),
-    KeySpec::new("security.protocol", Cluster, "PLAINTEXT", CHECK_ANY)
-        .status(Status::Unsupported)
-        .doc(
-            "Kafka security protocol; strait connects with PLAINTEXT only (TLS/SASL not \
-             implemented).",
-        ),
+    KeySpec::new("security.protocol", Cluster, "PLAINTEXT", CHECK_PLAINTEXT).doc(
+        "Kafka security protocol. strait speaks PLAINTEXT only (TLS/SASL not implemented \
+             yet), so any other value is an error rather than a plaintext connection.",
+    ),
     // --- flows: what to replicate ---
     KeySpec::new("enabled", Flow, "false", flow!(enabled, parse_bool))
         .toml("enabled")
@@ -657,6 +667,22 @@ pub static KEYS: &[KeySpec] = &[
              fetched again on the next start.",
     ),
     KeySpec::new(
+        "fencing.transactional.id",
+        Flow,
+        "strait-<source>-><target>-<topics>",
+        flow!(fencing_transactional_id, parse_string),
+    )
+    .toml("fencing_transactional_id")
+    .strait()
+    .doc(
+        "The transactional id strait's producer registers on the target (no transaction \
+             is begun with it): a second strait process on the same flow and topic filter \
+             fences the first, which stops with an error instead of writing everything \
+             twice. `<source>` and `<target>` stand for the aliases, `<topics>` for 8 hex \
+             digits that identify the flow's `topics` and `topics.exclude` (processes that \
+             split the topics between them do not fence each other); empty turns fencing off.",
+    ),
+    KeySpec::new(
         "offset.flush.interval.ms",
         Flow,
         "5000",
@@ -947,6 +973,36 @@ pub static KEYS: &[KeySpec] = &[
              the Fetch response being read, what bounds its memory. A Fetch response asks \
              for at most a quarter of it (and at most `fetch.max.bytes`).",
     ),
+    KeySpec::new(
+        "produce.delivery.timeout.ms",
+        Flow,
+        "120000",
+        flow!(produce_delivery_timeout_ms, parse_int),
+    )
+    .toml("produce_delivery_timeout_ms")
+    .strait()
+    .doc(
+        "How long a batch the target keeps refusing with a retriable error (NOT_ENOUGH_REPLICAS, \
+             CORRUPT_MESSAGE, UNKNOWN_SERVER_ERROR, ...) is resent, from its first send, in \
+             milliseconds; then its partition stops with an error naming the partition, the \
+             error code and the source offset. Nothing is lost: a restart resumes there.",
+    ),
+    KeySpec::new(
+        "producer.delivery.timeout.ms",
+        Flow,
+        "120000",
+        flow!(produce_delivery_timeout_ms, parse_int),
+    )
+    .toml("produce_delivery_timeout_ms")
+    .doc("MM2 producer name of `produce.delivery.timeout.ms`."),
+    KeySpec::new(
+        "producer.delivery.timeout.ms",
+        TargetCluster,
+        "120000",
+        flow!(produce_delivery_timeout_ms, parse_int),
+    )
+    .toml("produce_delivery_timeout_ms")
+    .doc("`<target>.producer.delivery.timeout.ms`: for flows writing `<target>`."),
     KeySpec::new(
         "produce.coalesce.bytes",
         Flow,

@@ -101,6 +101,11 @@ pub struct FlowConfig {
     /// before it commits what was acknowledged (the rest is fetched again on the next
     /// start), in milliseconds. Default 30000.
     pub shutdown_drain_timeout_ms: u64,
+    /// The transactional id that fences other writers of this flow
+    /// (`fencing.transactional.id`, `<source>` and `<target>` replaced by the aliases,
+    /// `<topics>` by `TopicFilter::fingerprint`); `None` when set empty. Default
+    /// `strait-<source>-><target>-<topics>`.
+    pub fencing_transactional_id: Option<String>,
     /// Where to start partitions with no committed progress. Default `Earliest`.
     pub offset_reset: OffsetReset,
     /// MM2 `tasks.max`, default 1. strait is not task-based; this is only a parallelism hint.
@@ -146,6 +151,10 @@ pub struct FlowConfig {
     /// Merge consecutive small uncompressed batches of a partition into target batches of up
     /// to this many bytes (records re-framed); 0 forwards every batch as it is. Default 0.
     pub produce_coalesce_bytes: usize,
+    /// How long a batch the target keeps refusing with a retriable error is resent before
+    /// its partition is stopped, in milliseconds. Default 120000 (the Java producer's
+    /// `delivery.timeout.ms`).
+    pub produce_delivery_timeout_ms: u64,
 }
 
 impl PartialEq for FlowConfig {
@@ -163,6 +172,7 @@ impl PartialEq for FlowConfig {
             refresh_topics_interval_ms,
             progress_commit_interval_ms,
             shutdown_drain_timeout_ms,
+            fencing_transactional_id,
             offset_reset,
             tasks_max,
             emit_heartbeats,
@@ -181,6 +191,7 @@ impl PartialEq for FlowConfig {
             produce_max_request_bytes,
             buffer_bytes,
             produce_coalesce_bytes,
+            produce_delivery_timeout_ms,
         } = self;
         *source == other.source
             && *target == other.target
@@ -192,6 +203,7 @@ impl PartialEq for FlowConfig {
             && *refresh_topics_interval_ms == other.refresh_topics_interval_ms
             && *progress_commit_interval_ms == other.progress_commit_interval_ms
             && *shutdown_drain_timeout_ms == other.shutdown_drain_timeout_ms
+            && *fencing_transactional_id == other.fencing_transactional_id
             && *offset_reset == other.offset_reset
             && *tasks_max == other.tasks_max
             && *emit_heartbeats == other.emit_heartbeats
@@ -214,6 +226,7 @@ impl PartialEq for FlowConfig {
             && *produce_max_request_bytes == other.produce_max_request_bytes
             && *buffer_bytes == other.buffer_bytes
             && *produce_coalesce_bytes == other.produce_coalesce_bytes
+            && *produce_delivery_timeout_ms == other.produce_delivery_timeout_ms
     }
 }
 
@@ -237,6 +250,8 @@ pub mod defaults {
     pub const PROGRESS_COMMIT_INTERVAL_MS: u64 = 5_000;
     /// `shutdown.drain.timeout.ms` (strait).
     pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 30_000;
+    /// `fencing.transactional.id` (strait), with the flow's aliases and topic filter put in.
+    pub const FENCING_TRANSACTIONAL_ID: &str = "strait-<source>-><target>-<topics>";
     /// `tasks.max` (Connect's default).
     pub const TASKS_MAX: u32 = 1;
     /// `emit.heartbeats.enabled` / `.interval.seconds` = true / 1.
@@ -292,4 +307,6 @@ pub mod defaults {
     pub const BUFFER_BYTES: usize = 33_554_432;
     /// Coalescing of small batches: off (strait's own).
     pub const PRODUCE_COALESCE_BYTES: usize = 0;
+    /// How long a refused batch is resent (the Java producer's `delivery.timeout.ms`).
+    pub const PRODUCE_DELIVERY_TIMEOUT_MS: u64 = 120_000;
 }

@@ -133,6 +133,7 @@ pub(crate) struct RawFlow {
     pub refresh_topics_interval_ms: Option<Sourced<i64>>,
     pub progress_commit_interval_ms: Option<Sourced<i64>>,
     pub shutdown_drain_timeout_ms: Option<Sourced<i64>>,
+    pub fencing_transactional_id: Option<Sourced<String>>,
     pub offset_reset: Option<Sourced<OffsetReset>>,
     pub tasks_max: Option<Sourced<i64>>,
     pub emit_heartbeats_enabled: Option<Sourced<bool>>,
@@ -156,4 +157,5 @@ pub(crate) struct RawFlow {
     pub produce_max_request_bytes: Option<Sourced<i64>>,
     pub buffer_bytes: Option<Sourced<i64>>,
     pub produce_coalesce_bytes: Option<Sourced<i64>>,
+    pub produce_delivery_timeout_ms: Option<Sourced<i64>>,
 }

@@ -541,6 +541,14 @@ impl<'a> Validator<'a> {
             0,
             i64::MAX,
         )? as u64;
+        let fencing_transactional_id = layers
+            .get(|f| &f.fencing_transactional_id)
+            .map_or(defaults::FENCING_TRANSACTIONAL_ID, |id| id.value.as_str())
+            .replace("<source>", &source.value)
+            .replace("<target>", &target.value)
+            .replace("<topics>", &topics.fingerprint());
+        let fencing_transactional_id =
+            (!fencing_transactional_id.is_empty()).then_some(fencing_transactional_id);
         let offset_reset = layers
             .get(|f| &f.offset_reset)
             .map_or_else(Default::default, |s| s.value);
@@ -655,6 +663,13 @@ impl<'a> Validator<'a> {
             0,
             i32_max,
         )? as usize;
+        let produce_delivery_timeout_ms = self.int(
+            layers.get(|f| &f.produce_delivery_timeout_ms),
+            &path("produce_delivery_timeout_ms"),
+            defaults::PRODUCE_DELIVERY_TIMEOUT_MS as i64,
+            1,
+            i64::MAX,
+        )? as u64;
 
         Ok(Some(FlowConfig {
             source: source.value.clone(),
@@ -667,6 +682,7 @@ impl<'a> Validator<'a> {
             refresh_topics_interval_ms,
             progress_commit_interval_ms,
             shutdown_drain_timeout_ms,
+            fencing_transactional_id,
             offset_reset,
             tasks_max,
             emit_heartbeats,
@@ -685,6 +701,7 @@ impl<'a> Validator<'a> {
             produce_max_request_bytes,
             buffer_bytes,
             produce_coalesce_bytes,
+            produce_delivery_timeout_ms,
         }))
     }
 }

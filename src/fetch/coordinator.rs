@@ -2,7 +2,8 @@
 //! leader (Metadata) and, for partitions without a position, the start offset by policy
 //! (ListOffsets) of each partition, and places it on that leader's fetch session, starting
 //! the session if needed. Partitions a session hands back (their leader moved) are placed
-//! again, with backoff.
+//! again, with backoff, keeping their position and last fetched epoch, unless their topic
+//! id changed: the topic was deleted and re-created, and its new log is read from its start.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -12,8 +13,8 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::response::reset_timestamp;
-use super::session::{spawn_session, Placed, SessionOrder};
-use super::{Assignment, FetchConfig, FetchEvent, Order};
+use super::session::{spawn_session, Placed, SessionOrder, Shared};
+use super::{Assignment, FetchConfig, FetchEvent, FetchStats, Order};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::log_reader::list_offsets;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
@@ -27,11 +28,14 @@ pub(super) struct Coordinator {
     events: mpsc::Sender<FetchEvent>,
     shutdown: CancellationToken,
     budget: Arc<Semaphore>,
+    stats: Arc<FetchStats>,
     sessions: HashMap<i32, mpsc::UnboundedSender<SessionOrder>>,
     homeless: Vec<Assignment>,
     /// Partitions forgotten since their last assignment: a session may still hand one
     /// back (its leader moved) before it hears of it.
     forgotten: HashSet<TopicPartition>,
+    /// Homeless partitions of re-created topics: they start at the log start.
+    recreated: HashSet<TopicPartition>,
 }
 
 impl Coordinator {
@@ -39,6 +43,7 @@ impl Coordinator {
         cluster: &Cluster,
         config: FetchConfig,
         events: mpsc::Sender<FetchEvent>,
+        stats: Arc<FetchStats>,
         shutdown: CancellationToken,
     ) -> Coordinator {
         Coordinator {
@@ -47,10 +52,12 @@ impl Coordinator {
             budget: Arc::new(Semaphore::new(config.buffer_bytes)),
             config,
             events,
+            stats,
             shutdown,
             sessions: HashMap::new(),
             homeless: Vec::new(),
             forgotten: HashSet::new(),
+            recreated: HashSet::new(),
         }
     }
 
@@ -113,6 +120,7 @@ impl Coordinator {
             }
             Order::Forget(tp) => {
                 self.homeless.retain(|a| a.tp != tp);
+                self.recreated.remove(&tp);
                 for session in self.sessions.values() {
                     let _ = session.send(SessionOrder::Forget(tp.clone()));
                 }
@@ -152,38 +160,57 @@ impl Coordinator {
                 None => waiting.push(a),
             }
         }
-        for (leader, parts) in by_leader {
+        for (leader, mut parts) in by_leader {
             // The leader's session dials while the start offsets are looked up.
             self.session(leader, rehome);
+            for (a, topic_id, _) in &mut parts {
+                // A nil id is a broker that does not give ids (before Kafka 2.8): no news.
+                let known = |id: &uuid::Uuid| !id.is_nil();
+                if a.origin.is_some_and(|o| {
+                    known(&o.topic_id) && known(topic_id) && o.topic_id != *topic_id
+                }) {
+                    // The position belongs to the deleted topic's log: the new one starts
+                    // at its log start, whatever the reset policy.
+                    tracing::warn!(partition = %a.tp, old_position = a.offset, "source topic was deleted and re-created: replicating the new topic from its log start");
+                    self.stats.recreated();
+                    a.offset = None;
+                    a.origin = None;
+                    self.recreated.insert(a.tp.clone());
+                }
+            }
             let unresolved: Vec<_> = parts
                 .iter()
                 .filter(|(a, _, _)| a.offset.is_none())
                 .map(|(a, _, epoch)| (a.tp.clone(), *epoch))
                 .collect();
-            let resolved = if unresolved.is_empty() {
-                HashMap::new()
-            } else {
-                match self.cluster.broker(leader).await {
-                    Ok(conn) => list_offsets(
-                        &conn,
-                        &unresolved,
-                        reset_timestamp(self.config.offset_reset),
-                    )
-                    .await
-                    .unwrap_or_default(),
-                    Err(_) => HashMap::new(),
+            let (by_policy, from_start): (Vec<_>, Vec<_>) = unresolved
+                .into_iter()
+                .partition(|(tp, _)| !self.recreated.contains(tp));
+            let mut resolved = HashMap::new();
+            for (wanted, timestamp) in [
+                (by_policy, reset_timestamp(self.config.offset_reset)),
+                (from_start, -2),
+            ] {
+                if wanted.is_empty() {
+                    continue;
                 }
-            };
+                if let Ok(conn) = self.cluster.broker(leader).await {
+                    let found = list_offsets(&conn, &wanted, timestamp).await;
+                    resolved.extend(found.unwrap_or_default());
+                }
+            }
             for (a, topic_id, leader_epoch) in parts {
                 let Some(offset) = a.offset.or_else(|| resolved.get(&a.tp).copied()) else {
                     waiting.push(a);
                     continue;
                 };
+                self.recreated.remove(&a.tp);
                 let placed = Placed {
                     tp: a.tp,
                     topic_id,
                     leader_epoch,
                     offset,
+                    last_epoch: a.origin.map_or(-1, |o| o.last_epoch),
                 };
                 let order = SessionOrder::Place(placed);
                 if let Err(mpsc::error::SendError(order)) = self.session(leader, rehome).send(order)
@@ -205,15 +232,15 @@ impl Coordinator {
         rehome: &mpsc::UnboundedSender<Assignment>,
     ) -> &mpsc::UnboundedSender<SessionOrder> {
         if self.sessions.get(&leader).is_none_or(|s| s.is_closed()) {
-            let session = spawn_session(
-                leader,
-                self.sessions_cluster.clone(),
-                self.config.clone(),
-                self.events.clone(),
-                rehome.clone(),
-                self.budget.clone(),
-                self.shutdown.clone(),
-            );
+            let shared = Shared {
+                cluster: self.sessions_cluster.clone(),
+                config: self.config.clone(),
+                events: self.events.clone(),
+                budget: self.budget.clone(),
+                stats: self.stats.clone(),
+                shutdown: self.shutdown.clone(),
+            };
+            let session = spawn_session(leader, shared, rehome.clone());
             self.sessions.insert(leader, session);
         }
         &self.sessions[&leader]

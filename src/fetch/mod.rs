@@ -5,6 +5,14 @@
 //! transactions, and handed to the produce side as a `Chunk` under a memory budget.
 //! Partitions whose leader moved go back to the fetcher task, which looks the new leader up.
 //!
+//! It follows the source log as the Java consumer does: each Fetch carries the epoch of the
+//! last batch fetched, so the leader reports a log that diverged from it (KIP-320, an
+//! unclean election truncated it) and the partition rewinds to the divergence point; a
+//! position below the log start goes to the log start (retention deleted what was not yet
+//! copied), one above the log end rewinds to the end (truncation again); a topic id that
+//! changed means the topic was re-created, which is read from its log start. Each is logged
+//! and counted in [`FetchStats`]. The reset policy only places partitions with no position.
+//!
 //! This file holds the handle ([`Fetcher`]) and what it hands out; `coordinator` places
 //! partitions on leaders, `session` runs one leader's fetch session, `response` decides what
 //! each Fetch response means without I/O.
@@ -12,7 +20,10 @@
 mod coordinator;
 pub mod response;
 mod session;
+#[cfg(test)]
+mod tests;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
@@ -111,9 +122,80 @@ pub enum FetchError {
 
 /// A partition handed to the fetcher, with its start position (`None`: reset by policy).
 #[derive(Debug, Clone)]
-pub struct Assignment {
-    pub tp: TopicPartition,
-    pub offset: Option<i64>,
+struct Assignment {
+    tp: TopicPartition,
+    offset: Option<i64>,
+    /// What the position was fetched from, for a partition a session hands back; `None`
+    /// for a position the flow gives (its progress does not keep it).
+    origin: Option<Origin>,
+}
+
+/// The log a fetch position belongs to.
+#[derive(Debug, Clone, Copy)]
+struct Origin {
+    /// The topic's id: another id under the same name is a re-created topic, a new log.
+    topic_id: uuid::Uuid,
+    /// The partition leader epoch of the last batch fetched (-1: none yet), which the next
+    /// Fetch sends for the leader to check its log against (KIP-320).
+    last_epoch: i32,
+}
+
+/// What the fetcher saw the source logs do that lost or rewrote records, for the metrics:
+/// each is also logged (ERROR for truncation, WARN for the others) when it happens.
+#[derive(Debug, Default)]
+pub struct FetchStats {
+    /// Times a source partition's log diverged from what was fetched (an unclean leader
+    /// election truncated it) and the partition rewound.
+    truncations: AtomicU64,
+    /// Source offsets fetched from a log that was then truncated: the target keeps the
+    /// copies of those records, which the source lost.
+    truncated_offsets: AtomicU64,
+    /// Times a position was found below its log start (retention deleted records before
+    /// strait copied them).
+    retention_resets: AtomicU64,
+    /// Source offsets deleted by retention before strait copied them.
+    offsets_lost_to_retention: AtomicU64,
+    /// Partitions whose topic was deleted and re-created while they were replicated.
+    recreated_partitions: AtomicU64,
+}
+
+/// A snapshot of [`FetchStats`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FetchCounts {
+    pub truncations: u64,
+    pub truncated_offsets: u64,
+    pub retention_resets: u64,
+    pub offsets_lost_to_retention: u64,
+    pub recreated_partitions: u64,
+}
+
+impl FetchStats {
+    fn truncated(&self, offsets: i64) {
+        self.truncations.fetch_add(1, Ordering::Relaxed);
+        self.truncated_offsets
+            .fetch_add(offsets.max(0) as u64, Ordering::Relaxed);
+    }
+
+    fn retention_reset(&self, offsets: i64) {
+        self.retention_resets.fetch_add(1, Ordering::Relaxed);
+        self.offsets_lost_to_retention
+            .fetch_add(offsets.max(0) as u64, Ordering::Relaxed);
+    }
+
+    fn recreated(&self) {
+        self.recreated_partitions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn counts(&self) -> FetchCounts {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        FetchCounts {
+            truncations: get(&self.truncations),
+            truncated_offsets: get(&self.truncated_offsets),
+            retention_resets: get(&self.retention_resets),
+            offsets_lost_to_retention: get(&self.offsets_lost_to_retention),
+            recreated_partitions: get(&self.recreated_partitions),
+        }
+    }
 }
 
 /// What the flow asks of the fetcher task.
@@ -129,6 +211,7 @@ enum Order {
 #[derive(Clone)]
 pub struct Fetcher {
     orders: mpsc::UnboundedSender<Order>,
+    stats: Arc<FetchStats>,
 }
 
 impl Fetcher {
@@ -146,12 +229,32 @@ impl Fetcher {
         shutdown: CancellationToken,
     ) -> (Fetcher, tokio::task::JoinHandle<()>) {
         let (orders, orders_rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(Coordinator::new(cluster, config, events, shutdown).run(orders_rx));
-        (Fetcher { orders }, task)
+        let stats = Arc::new(FetchStats::default());
+        let coordinator = Coordinator::new(cluster, config, events, stats.clone(), shutdown);
+        let task = tokio::spawn(coordinator.run(orders_rx));
+        (Fetcher { orders, stats }, task)
+    }
+
+    /// A handle whose orders go nowhere: for tests of the produce engine on its own.
+    #[cfg(test)]
+    pub(crate) fn detached() -> Fetcher {
+        Fetcher {
+            orders: mpsc::unbounded_channel().0,
+            stats: Arc::default(),
+        }
     }
 
     pub fn assign(&self, tp: TopicPartition, offset: Option<i64>) {
-        let _ = self.orders.send(Order::Assign(Assignment { tp, offset }));
+        let _ = self.orders.send(Order::Assign(Assignment {
+            tp,
+            offset,
+            origin: None,
+        }));
+    }
+
+    /// What the source logs did that lost or rewrote records, so far.
+    pub fn stats(&self) -> FetchCounts {
+        self.stats.counts()
     }
 
     /// Stops fetching `tp` until it is assigned again.

@@ -1,14 +1,16 @@
 //! What a Fetch response means, decided without I/O: whether the session goes on or starts
 //! over (its top-level error code), and, per partition, from its error code, records and
 //! aborted transactions plus the partition's fetch position, what the session does next:
-//! forward batches, reset the position by policy, hand the partition back to the
-//! coordinator (its leader moved), or stop it. The session task carries the answers out.
+//! forward batches, rewind to where the source log diverged (KIP-320), look the log's
+//! bounds up (the position is out of range), hand the partition back to the coordinator
+//! (its leader moved, or the broker failed), or stop it. The session task carries the
+//! answers out.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::PartitionData;
 
 use super::{FetchError, Fetched};
-use crate::batch::ReadCommitted;
+use crate::batch::{split_batches, RawBatch, ReadCommitted};
 use crate::config::OffsetReset;
 use crate::kafka::{KafkaError, TopicPartition};
 
@@ -39,6 +41,9 @@ pub struct Delivery {
     pub batches: Vec<Fetched>,
     /// The source position after these batches (past dropped batches too).
     pub next_offset: i64,
+    /// The partition leader epoch of the last batch passed (forwarded or dropped), the
+    /// `last_fetched_epoch` of the next Fetch (KIP-320); `None` if these batches carry none.
+    pub last_epoch: Option<i32>,
     pub high_watermark: i64,
 }
 
@@ -48,11 +53,17 @@ pub enum Action {
     /// Nothing new: the position stays.
     Idle,
     Deliver(Delivery),
-    /// The position is out of the source log: look the policy's offset up.
-    ResetOffset {
-        log_start_offset: i64,
+    /// The leader's log diverged from what was fetched (an unclean leader election
+    /// truncated it): it holds epoch `epoch` only up to `end_offset`, and the records from
+    /// there on differ from those fetched before (KIP-320).
+    Diverged {
+        epoch: i32,
+        end_offset: i64,
     },
-    /// A retriable error (the leader moved, is not ready, ...): place the partition again.
+    /// The position is out of the source log: look its bounds up to learn which way.
+    OutOfRange,
+    /// A retriable error (the leader moved, is not ready, failed unexpectedly, ...): place
+    /// the partition again after a backoff.
     Rehome(KafkaError),
     /// Forward `before` (the batches ahead of a bad one), then stop the partition.
     Stop {
@@ -65,18 +76,16 @@ pub enum Action {
 pub fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -> Action {
     match ResponseError::try_from_code(data.error_code) {
         None => {}
-        Some(ResponseError::OffsetOutOfRange) => {
-            return Action::ResetOffset {
-                log_start_offset: data.log_start_offset,
-            }
-        }
+        Some(ResponseError::OffsetOutOfRange) => return Action::OutOfRange,
         Some(code) => {
             let error = KafkaError::Broker {
                 api: "Fetch",
                 context: tp.to_string(),
                 code,
             };
-            return if error.is_retriable() {
+            // UNKNOWN_SERVER_ERROR is what a broker answers for an exception it did not
+            // expect (a disk hiccup, a bug): nothing says the next try fails too.
+            return if error.is_retriable() || code == ResponseError::UnknownServerError {
                 Action::Rehome(error)
             } else {
                 Action::Stop {
@@ -85,6 +94,14 @@ pub fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -
                 }
             };
         }
+    }
+    // The broker checked `last_fetched_epoch` against its log before reading it.
+    let diverging = &data.diverging_epoch;
+    if diverging.epoch >= 0 && diverging.end_offset >= 0 {
+        return Action::Diverged {
+            epoch: diverging.epoch,
+            end_offset: diverging.end_offset,
+        };
     }
     let Some(records) = data.records.filter(|r| !r.is_empty()) else {
         return Action::Idle;
@@ -103,15 +120,18 @@ pub fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -
             }
         }
     };
-    let delivery = |batches, next_offset| Delivery {
+    let delivery = |batches, next_offset, last_epoch| Delivery {
         batches,
         next_offset,
+        last_epoch,
         high_watermark: data.high_watermark,
     };
     let mut next = offset;
+    let mut epoch = None;
     let mut kept = Vec::new();
     for (batch, visible) in committed {
         let batch_end = batch.next_offset();
+        let batch_epoch = batch.partition_leader_epoch();
         let forward = batch.verify_crc().and_then(|()| {
             let keep = visible && batch.record_count() > 0;
             keep.then(|| Fetched::new(batch)).transpose()
@@ -125,17 +145,29 @@ pub fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -
             Ok(None) => next = batch_end,
             Err(e) => {
                 return Action::Stop {
-                    before: (!kept.is_empty()).then(|| delivery(kept, next)),
+                    before: (!kept.is_empty()).then(|| delivery(kept, next, epoch)),
                     error: FetchError::Refused(e),
                 }
             }
         }
+        // Batches of message formats before v2 carry -1: no epoch to validate against.
+        epoch = (batch_epoch >= 0).then_some(batch_epoch).or(epoch);
     }
     if next > offset {
-        Action::Deliver(delivery(kept, next))
+        Action::Deliver(delivery(kept, next, epoch))
     } else {
         Action::Idle
     }
+}
+
+/// Whether a complete batch of `data`'s records has holes in its offsets (compaction), so
+/// that [`partition_action`] renumbers it: a decompression and a compression per batch, work
+/// for a blocking thread. Reads batch headers only.
+pub(super) fn needs_renumbering(data: &PartitionData) -> bool {
+    data.records
+        .as_ref()
+        .and_then(|r| split_batches(r.clone()).ok())
+        .is_some_and(|split| split.batches.iter().any(RawBatch::has_holes))
 }
 
 /// The ListOffsets timestamp that implements a reset policy.
@@ -149,11 +181,11 @@ pub(super) fn reset_timestamp(policy: OffsetReset) -> i64 {
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
-    use kafka_protocol::messages::fetch_response::AbortedTransaction;
+    use kafka_protocol::messages::fetch_response::{AbortedTransaction, EpochEndOffset};
     use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId};
 
     use super::*;
-    use crate::batch::{split_batches, BatchError, RawBatch};
+    use crate::batch::BatchError;
     use crate::kafka::codec::decode_response;
 
     /// A captured Fetch v18 response of `testdata/fetch/` (see its README).
@@ -306,15 +338,116 @@ mod tests {
     }
 
     #[test]
-    fn offset_out_of_range_resets_the_position() {
+    fn offset_out_of_range_asks_for_the_log_bounds() {
         let data = with_code(ResponseError::OffsetOutOfRange);
         assert_eq!(data.error_code, 1);
         assert!(matches!(
             partition_action(&tp(), 7, data),
-            Action::ResetOffset {
-                log_start_offset: 42
+            Action::OutOfRange
+        ));
+    }
+
+    /// `small()` as a leader answers a fetch whose `last_fetched_epoch` it does not hold up
+    /// to the fetch offset: a diverging epoch, no records (KIP-320).
+    fn diverged(epoch: i32, end_offset: i64) -> PartitionData {
+        small().with_records(None).with_diverging_epoch(
+            EpochEndOffset::default()
+                .with_epoch(epoch)
+                .with_end_offset(end_offset),
+        )
+    }
+
+    #[test]
+    fn a_diverging_epoch_rewinds_to_its_end_offset() {
+        match partition_action(&tp(), 150, diverged(3, 96)) {
+            Action::Diverged {
+                epoch: 3,
+                end_offset: 96,
+            } => {}
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_diverging_epoch_wins_over_records_in_the_same_answer() {
+        // A broker sends no records with a diverging epoch; if one did, they would follow
+        // the diverged history and must not be forwarded.
+        let data = small()
+            .with_diverging_epoch(EpochEndOffset::default().with_epoch(0).with_end_offset(40));
+        assert!(matches!(
+            partition_action(&tp(), 100, data),
+            Action::Diverged {
+                epoch: 0,
+                end_offset: 40
             }
         ));
+    }
+
+    #[test]
+    fn the_default_diverging_epoch_means_none() {
+        let d = delivered(partition_action(&tp(), 0, small()));
+        assert_eq!(d.next_offset, 150);
+    }
+
+    #[test]
+    fn a_delivery_carries_the_last_batch_epoch() {
+        let data = small();
+        assert_eq!(batches(&data)[37].partition_leader_epoch(), 0);
+        // The last batch written by a leader of epoch 5, the one before it by epoch 4.
+        let data = patched(&data, 36, false, |b| {
+            b[12..16].copy_from_slice(&4i32.to_be_bytes())
+        });
+        let data = patched(&data, 37, false, |b| {
+            b[12..16].copy_from_slice(&5i32.to_be_bytes())
+        });
+        let d = delivered(partition_action(&tp(), 0, data.clone()));
+        assert_eq!(d.last_epoch, Some(5));
+        // The epoch is outside the CRC: a dropped batch (here a control one) still counts.
+        let data = patched(&data, 37, true, set_attributes(0x20));
+        let d = delivered(partition_action(&tp(), 0, data));
+        assert_eq!(d.batches.len(), 37);
+        assert_eq!(d.last_epoch, Some(5));
+        assert_eq!(d.next_offset, 150);
+    }
+
+    #[test]
+    fn batches_without_an_epoch_keep_the_last_one_known() {
+        let data = small();
+        let data = patched(&data, 37, false, |b| {
+            b[12..16].copy_from_slice(&(-1i32).to_be_bytes())
+        });
+        let d = delivered(partition_action(&tp(), 0, data.clone()));
+        assert_eq!(d.last_epoch, Some(0));
+        let d = delivered(partition_action(&tp(), 148, data));
+        assert_eq!(d.last_epoch, None);
+    }
+
+    #[test]
+    fn only_batches_with_holes_need_renumbering() {
+        assert!(!needs_renumbering(&small()));
+        assert!(!needs_renumbering(&small().with_records(None)));
+        // Compaction removed offsets from batch 5: its offset range is wider than its count.
+        let compacted = patched(&small(), 5, false, |b| {
+            b[23..27].copy_from_slice(&9i32.to_be_bytes())
+        });
+        assert!(needs_renumbering(&compacted));
+        for name in ["none-large", "lz4", "zstd", "gzip", "snappy"] {
+            let response = capture(name);
+            assert!(!response.responses[0]
+                .partitions
+                .iter()
+                .any(needs_renumbering));
+        }
+    }
+
+    #[test]
+    fn an_unknown_server_error_is_retried() {
+        match partition_action(&tp(), 0, with_code(ResponseError::UnknownServerError)) {
+            Action::Rehome(KafkaError::Broker { code, .. }) => {
+                assert_eq!(code, ResponseError::UnknownServerError)
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -345,7 +478,6 @@ mod tests {
     fn fatal_and_unknown_errors_stop_the_partition() {
         for code in [
             ResponseError::TopicAuthorizationFailed,
-            ResponseError::UnknownServerError,
             ResponseError::Unknown(1000),
         ] {
             match partition_action(&tp(), 0, with_code(code)) {

@@ -1,8 +1,9 @@
 //! One fetch session with one source leader (KIP-227): its task sends `read_committed`
 //! Fetch requests, full then incremental, tracks the session id and epoch and what the
 //! broker holds for it, applies what `response` decided for each partition of the answer
-//! (emit a chunk, reset the position by ListOffsets, hand the partition back to the
-//! coordinator, stop it) and hands every partition back when its broker fails.
+//! (emit a chunk, rewind to a divergence point, move a position out of range back into the
+//! log by ListOffsets, hand the partition back to the coordinator, stop it) and hands every
+//! partition back when its broker fails.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -16,9 +17,9 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::response::{
-    partition_action, reset_timestamp, session_verdict, Action, Delivery, SessionVerdict,
+    needs_renumbering, partition_action, session_verdict, Action, Delivery, SessionVerdict,
 };
-use super::{Assignment, Chunk, FetchConfig, FetchError, FetchEvent};
+use super::{Assignment, Chunk, FetchConfig, FetchError, FetchEvent, FetchStats, Origin};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::log_reader::list_offsets;
 use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
@@ -30,25 +31,57 @@ pub(super) enum SessionOrder {
     Forget(TopicPartition),
 }
 
-/// A partition placed on a leader's session: its topic id and leader epoch from Metadata.
+/// A partition placed on a leader's session: its topic id and leader epoch from Metadata,
+/// its position and the epoch of the last batch fetched before it (-1: none known).
 #[derive(Debug, Clone)]
 pub(super) struct Placed {
     pub(super) tp: TopicPartition,
     pub(super) topic_id: uuid::Uuid,
     pub(super) leader_epoch: i32,
     pub(super) offset: i64,
+    pub(super) last_epoch: i32,
 }
 
+impl Placed {
+    /// The partition as handed back to the coordinator.
+    fn homeless(self) -> Assignment {
+        Assignment {
+            tp: self.tp,
+            offset: Some(self.offset),
+            origin: Some(Origin {
+                topic_id: self.topic_id,
+                last_epoch: self.last_epoch,
+            }),
+        }
+    }
+}
+
+/// What a fetcher's sessions share: connections, knobs, where chunks go, the buffer budget,
+/// the counters, the shutdown token.
+pub(super) struct Shared {
+    pub(super) cluster: Arc<Cluster>,
+    pub(super) config: FetchConfig,
+    pub(super) events: mpsc::Sender<FetchEvent>,
+    pub(super) budget: Arc<Semaphore>,
+    pub(super) stats: Arc<FetchStats>,
+    pub(super) shutdown: CancellationToken,
+}
+
+/// Starts the session with `broker`; partitions it gives up go to `rehome`.
 pub(super) fn spawn_session(
     broker: i32,
-    cluster: Arc<Cluster>,
-    config: FetchConfig,
-    events: mpsc::Sender<FetchEvent>,
+    shared: Shared,
     rehome: mpsc::UnboundedSender<Assignment>,
-    budget: Arc<Semaphore>,
-    shutdown: CancellationToken,
 ) -> mpsc::UnboundedSender<SessionOrder> {
     let (tx, rx) = mpsc::unbounded_channel();
+    let Shared {
+        cluster,
+        config,
+        events,
+        budget,
+        stats,
+        shutdown,
+    } = shared;
     let session = Session {
         broker,
         cluster,
@@ -56,6 +89,7 @@ pub(super) fn spawn_session(
         events,
         rehome,
         budget,
+        stats,
         shutdown,
         parts: BTreeMap::new(),
         id: 0,
@@ -75,13 +109,14 @@ struct Session {
     events: mpsc::Sender<FetchEvent>,
     rehome: mpsc::UnboundedSender<Assignment>,
     budget: Arc<Semaphore>,
+    stats: Arc<FetchStats>,
     shutdown: CancellationToken,
     parts: BTreeMap<TopicPartition, Placed>,
     /// KIP-227 session id (0: none) and the epoch of the next request.
     id: i32,
     epoch: i32,
-    /// Fetch offsets the broker's session holds for us.
-    sent: HashMap<TopicPartition, i64>,
+    /// Fetch offsets and last fetched epochs the broker's session holds for us.
+    sent: HashMap<TopicPartition, (i64, i32)>,
     /// Ids of topics whose partitions left the session, for the forgotten-topics list.
     forgotten_ids: HashMap<Arc<str>, uuid::Uuid>,
 }
@@ -132,10 +167,7 @@ impl Session {
                     if failures >= 3 || !e.is_retriable() {
                         // The broker may be gone or no longer lead: let the fetcher look again.
                         for (_, p) in std::mem::take(&mut self.parts) {
-                            let _ = self.rehome.send(Assignment {
-                                tp: p.tp,
-                                offset: Some(p.offset),
-                            });
+                            let _ = self.rehome.send(p.homeless());
                         }
                         return;
                     }
@@ -175,14 +207,14 @@ impl Session {
         let full = self.id == 0;
         let mut topics: Vec<FetchTopic> = Vec::new();
         for p in self.parts.values() {
-            if !full && self.sent.get(&p.tp) == Some(&p.offset) {
+            if !full && self.sent.get(&p.tp) == Some(&(p.offset, p.last_epoch)) {
                 continue;
             }
             let partition = FetchPartition::default()
                 .with_partition(p.tp.partition)
                 .with_current_leader_epoch(p.leader_epoch)
                 .with_fetch_offset(p.offset)
-                .with_last_fetched_epoch(-1)
+                .with_last_fetched_epoch(p.last_epoch)
                 .with_log_start_offset(-1)
                 .with_partition_max_bytes(self.config.partition_max_bytes);
             match topics.last_mut() {
@@ -257,7 +289,7 @@ impl Session {
             for p in &t.partitions {
                 self.sent.insert(
                     TopicPartition::new(t.topic.0.as_str(), p.partition),
-                    p.fetch_offset,
+                    (p.fetch_offset, p.last_fetched_epoch),
                 );
             }
         }
@@ -288,7 +320,7 @@ impl Session {
             .flat_map(|t| &t.partitions)
             .filter_map(|p| p.records.as_ref().map(|r| r.len()))
             .sum();
-        let want = response_bytes.min(self.config.buffer_bytes) as u32;
+        let want = permits(response_bytes, self.config.buffer_bytes);
         let Ok(permit) = self.budget.clone().acquire_many_owned(want).await else {
             return Ok(response.throttle_time_ms);
         };
@@ -320,27 +352,26 @@ impl Session {
         let Some(offset) = self.parts.get(&tp).map(|p| p.offset) else {
             return;
         };
-        match partition_action(&tp, offset, data) {
+        let action = if needs_renumbering(&data) {
+            // Renumbering decompresses and compresses whole batches: milliseconds each,
+            // which must not hold a worker thread that other sessions and the produce
+            // engine run on.
+            let on = tp.clone();
+            let work = tokio::task::spawn_blocking(move || partition_action(&on, offset, data));
+            match work.await {
+                Ok(action) => action,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // Cancelled: the runtime is shutting down.
+                Err(_) => return,
+            }
+        } else {
+            partition_action(&tp, offset, data)
+        };
+        match action {
             Action::Idle => {}
             Action::Deliver(delivery) => self.emit(tp, delivery, permit).await,
-            Action::ResetOffset { log_start_offset } => {
-                let timestamp = reset_timestamp(self.config.offset_reset);
-                let epoch = self.parts[&tp].leader_epoch;
-                match list_offsets(conn, &[(tp.clone(), epoch)], timestamp).await {
-                    Ok(found) if found.contains_key(&tp) => {
-                        let reset = found[&tp];
-                        tracing::warn!(
-                            partition = %tp, from = offset, to = reset, gap = reset - offset,
-                            policy = ?self.config.offset_reset, log_start = log_start_offset,
-                            "source offset out of range: position reset by policy"
-                        );
-                        if let Some(p) = self.parts.get_mut(&tp) {
-                            p.offset = reset;
-                        }
-                    }
-                    _ => self.send_home(&tp),
-                }
-            }
+            Action::Diverged { epoch, end_offset } => self.rewind(&tp, epoch, end_offset),
+            Action::OutOfRange => self.out_of_range(conn, &tp, offset).await,
             Action::Rehome(error) => {
                 tracing::debug!(partition = %tp, error = %error, "partition moves to another leader");
                 self.send_home(&tp);
@@ -363,6 +394,7 @@ impl Session {
     ) {
         if let Some(p) = self.parts.get_mut(&tp) {
             p.offset = delivery.next_offset;
+            p.last_epoch = delivery.last_epoch.unwrap_or(p.last_epoch);
         }
         let chunk = Chunk {
             tp,
@@ -374,12 +406,87 @@ impl Session {
         let _ = self.events.send(FetchEvent::Chunk(chunk)).await;
     }
 
+    /// The leader holds epoch `epoch` only up to `end_offset` (KIP-320): what was fetched
+    /// from there on came from a log an unclean leader election truncated. The partition
+    /// goes back to `end_offset` and reads the leader's records from there. The copies of
+    /// the lost records already sent stay on the target: a log cannot be un-written, and
+    /// MirrorMaker 2 would have copied them as well; consumers of the target see them
+    /// followed by the new leader's records. The next Fetch sends `epoch`, so a leader
+    /// whose log diverged earlier still says so.
+    fn rewind(&mut self, tp: &TopicPartition, epoch: i32, end_offset: i64) {
+        let Some(p) = self.parts.get_mut(tp) else {
+            return;
+        };
+        let from = p.offset;
+        if end_offset >= from {
+            if p.last_epoch == epoch {
+                // Nothing to correct, and the same Fetch would get the same answer: look
+                // the leader up again after a backoff rather than ask in a loop.
+                tracing::debug!(partition = %tp, epoch, end_offset, position = from, "diverging epoch that changes nothing");
+                return self.send_home(tp);
+            }
+            // The log holds the position: fetch on, checked against the epoch the leader
+            // knows.
+            p.last_epoch = epoch;
+            return;
+        }
+        p.last_epoch = epoch;
+        p.offset = end_offset;
+        self.stats.truncated(from - end_offset);
+        tracing::error!(
+            partition = %tp, from, to = end_offset, lost_on_source = from - end_offset, epoch,
+            "source log truncated (unclean leader election?): rewinding to where it diverged; \
+             the target keeps the copies of the records the source lost"
+        );
+    }
+
+    /// The broker found `offset` outside `tp`'s log: below its start, retention deleted
+    /// records before they were copied, and the log start is where the rest is; above its
+    /// end, the log was truncated under the position, which goes back to the end. The reset
+    /// policy plays no part: it would skip the retained backlog (`latest`) or re-copy the
+    /// log (`earliest`).
+    async fn out_of_range(&mut self, conn: &Connection, tp: &TopicPartition, offset: i64) {
+        let Some(epoch) = self.parts.get(tp).map(|p| p.leader_epoch) else {
+            return;
+        };
+        let bounds = async {
+            let start = list_offsets(conn, &[(tp.clone(), epoch)], -2).await?;
+            let end = list_offsets(conn, &[(tp.clone(), epoch)], -1).await?;
+            Ok::<_, KafkaError>(start.get(tp).copied().zip(end.get(tp).copied()))
+        };
+        let (start, end) = match bounds.await {
+            Ok(Some(bounds)) => bounds,
+            Ok(None) | Err(_) => return self.send_home(tp),
+        };
+        let Some(p) = self.parts.get_mut(tp) else {
+            return;
+        };
+        if offset < start {
+            p.offset = start;
+            p.last_epoch = -1;
+            self.stats.retention_reset(start - offset);
+            tracing::warn!(
+                partition = %tp, from = offset, to = start, lost = start - offset,
+                "source records deleted (retention) before they were copied: going on from the log start"
+            );
+        } else if offset > end {
+            p.offset = end;
+            p.last_epoch = -1;
+            self.stats.truncated(offset - end);
+            tracing::error!(
+                partition = %tp, from = offset, to = end, lost_on_source = offset - end,
+                "source log ends before the position (truncated by an unclean leader election?): \
+                 rewinding to its end; the target keeps the copies of the records the source lost"
+            );
+        } else {
+            // The log moved between the Fetch and ListOffsets (a new leader): look again.
+            self.send_home(tp);
+        }
+    }
+
     fn send_home(&mut self, tp: &TopicPartition) {
         if let Some(p) = self.leave(tp) {
-            let _ = self.rehome.send(Assignment {
-                tp: p.tp,
-                offset: Some(p.offset),
-            });
+            let _ = self.rehome.send(p.homeless());
         }
     }
 
@@ -393,5 +500,25 @@ impl Session {
                 error,
             })
             .await;
+    }
+}
+
+/// The buffer permits a response of `response_bytes` takes: its size, at most the whole
+/// buffer (a larger response must not wait for ever), saturated to the `u32` that
+/// semaphores count in rather than wrapped to a small number at 4 GiB.
+fn permits(response_bytes: usize, buffer_bytes: usize) -> u32 {
+    u32::try_from(response_bytes.min(buffer_bytes)).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::permits;
+
+    #[test]
+    fn permits_are_the_response_size_capped_by_the_buffer_and_saturated() {
+        assert_eq!(permits(1000, 1 << 20), 1000);
+        assert_eq!(permits(2 << 20, 1 << 20), 1 << 20);
+        assert_eq!(permits(5 << 30, 8 << 30), u32::MAX);
+        assert_eq!(permits(usize::MAX, usize::MAX), u32::MAX);
     }
 }

@@ -1,15 +1,17 @@
 //! `Cluster`: one Kafka cluster as strait sees it. Bootstraps over a list of addresses (a
 //! dead first address does not matter), keeps the broker directory from Metadata responses,
 //! and pools one `Connection` per broker, replacing poisoned ones on demand. Requests about
-//! the cluster as a whole (Metadata, InitProducerId) are its methods.
+//! the cluster as a whole (Metadata, FindCoordinator, InitProducerId) are its methods.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    InitProducerIdRequest, MetadataRequest, MetadataResponse, TopicName,
+    FindCoordinatorRequest, InitProducerIdRequest, MetadataRequest, MetadataResponse, TopicName,
+    TransactionalId,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
 
@@ -35,6 +37,28 @@ pub struct TopicMeta {
     pub error_code: i16,
     pub partitions: Vec<PartitionMeta>,
 }
+
+/// What FindCoordinator looks for (its `key_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoordinatorKind {
+    Group = 0,
+    Transaction = 1,
+}
+
+impl std::fmt::Display for CoordinatorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CoordinatorKind::Group => "group",
+            CoordinatorKind::Transaction => "transactional id",
+        })
+    }
+}
+
+/// The transaction timeout InitProducerId declares with a transactional id (the Java
+/// producer's default); strait begins no transaction, so it never runs out.
+const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
+/// The pause before asking again after CONCURRENT_TRANSACTIONS.
+const CONCURRENT_TRANSACTIONS_BACKOFF: Duration = Duration::from_millis(100);
 
 /// Broker id -> `host:port`, from the last Metadata response of any sibling.
 type Directory = Arc<Mutex<HashMap<i32, String>>>;
@@ -240,24 +264,88 @@ impl Cluster {
             .collect())
     }
 
-    /// A new producer id and epoch for an idempotent, non-transactional producer (strait's
-    /// own on this cluster), retried like [`Cluster::with_retry`].
-    pub async fn init_producer_id(&self) -> Result<(i64, i16), KafkaError> {
+    /// The connection to the coordinator of `key`: a group id or a transactional id, as
+    /// `kind` says. One attempt: callers retry (a coordinator moves or is still loading).
+    pub async fn coordinator(
+        &self,
+        kind: CoordinatorKind,
+        key: &str,
+    ) -> Result<Connection, KafkaError> {
+        let conn = self.any_broker().await?;
+        let name = StrBytes::from_string(key.to_string());
+        // v4+ asks for a batch of keys (KIP-699); earlier versions for one.
+        let request = match conn.version::<FindCoordinatorRequest>() {
+            Some(v) if v >= 4 => {
+                FindCoordinatorRequest::default().with_coordinator_keys(vec![name])
+            }
+            _ => FindCoordinatorRequest::default().with_key(name),
+        }
+        .with_key_type(kind as i8);
+        let response = conn.send(&request).await?;
+        let (node, code) = match response.coordinators.first() {
+            Some(c) => (c.node_id.0, c.error_code),
+            None => (response.node_id.0, response.error_code),
+        };
+        KafkaError::check("FindCoordinator", || format!("{kind} {key}"), code)?;
+        self.broker(node).await
+    }
+
+    /// A producer id and epoch for strait's idempotent producer on this cluster, retried
+    /// until the request timeout. With a `transactional_id` the id is the same on every
+    /// call and its epoch is bumped: the transaction coordinator fences every earlier holder,
+    /// whose next batch the target refuses (INVALID_PRODUCER_EPOCH). No transaction is ever
+    /// begun with it: the id only makes one writer of a flow at a time.
+    pub async fn init_producer_id(
+        &self,
+        transactional_id: Option<&str>,
+    ) -> Result<(i64, i16), KafkaError> {
         let request = InitProducerIdRequest::default()
-            .with_transactional_id(None)
-            .with_transaction_timeout_ms(-1)
+            .with_transactional_id(
+                transactional_id.map(|id| TransactionalId(StrBytes::from_string(id.to_string()))),
+            )
+            .with_transaction_timeout_ms(transactional_id.map_or(-1, |_| TRANSACTION_TIMEOUT_MS))
             .with_producer_id((-1).into())
             .with_producer_epoch(-1);
-        let response = self
-            .with_retry(|conn| {
-                let request = &request;
-                async move {
-                    let r = conn.send(request).await?;
-                    KafkaError::check("InitProducerId", || conn.addr().to_string(), r.error_code)?;
-                    Ok(r)
-                }
-            })
-            .await?;
+        let check = |conn: &Connection, code: i16| {
+            KafkaError::check(
+                "InitProducerId",
+                || match transactional_id {
+                    Some(id) => format!("transactional id {id} at {}", conn.addr()),
+                    None => conn.addr().to_string(),
+                },
+                code,
+            )
+        };
+        let response = match transactional_id {
+            None => {
+                self.with_retry(|conn| {
+                    let request = &request;
+                    async move {
+                        let r = conn.send(request).await?;
+                        check(&conn, r.error_code)?;
+                        Ok(r)
+                    }
+                })
+                .await?
+            }
+            Some(id) => {
+                retry(self.timeout, || async {
+                    let conn = self.coordinator(CoordinatorKind::Transaction, id).await?;
+                    loop {
+                        let r = conn.send(&request).await?;
+                        // The coordinator is still completing the previous holder's epoch
+                        // bump or abort: the Java producer retries this one too.
+                        if r.error_code == ResponseError::ConcurrentTransactions.code() {
+                            tokio::time::sleep(CONCURRENT_TRANSACTIONS_BACKOFF).await;
+                            continue;
+                        }
+                        check(&conn, r.error_code)?;
+                        return Ok(r);
+                    }
+                })
+                .await?
+            }
+        };
         Ok((response.producer_id.0, response.producer_epoch))
     }
 
@@ -287,5 +375,55 @@ impl Cluster {
             result
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kafka::fake_broker::{FakeBroker, Reply};
+    use kafka_protocol::messages::{InitProducerIdResponse, RequestKind, ResponseKind};
+
+    /// With a transactional id, InitProducerId goes to that id's transaction coordinator and
+    /// waits out CONCURRENT_TRANSACTIONS (the coordinator still fencing the previous holder).
+    #[tokio::test]
+    async fn transactional_init_asks_the_transaction_coordinator_and_waits_out_a_fence() {
+        let mut answered = 0;
+        let broker = FakeBroker::start(3, &[], move |r| match &r.body {
+            RequestKind::InitProducerId(request) => {
+                answered += 1;
+                let id = request.transactional_id.as_ref().map(|id| id.0.to_string());
+                assert_eq!(id.as_deref(), Some("strait-a->b"));
+                assert_eq!(request.transaction_timeout_ms, TRANSACTION_TIMEOUT_MS);
+                let answer = InitProducerIdResponse::default().with_producer_id(42.into());
+                Reply::Answer(ResponseKind::InitProducerId(if answered == 1 {
+                    answer.with_error_code(ResponseError::ConcurrentTransactions.code())
+                } else {
+                    answer.with_producer_epoch(5)
+                }))
+            }
+            _ => Reply::Default,
+        })
+        .await;
+        let cluster = Cluster::new("b", vec![broker.addr.clone()], "t", Duration::from_secs(5));
+        assert_eq!(
+            cluster.init_producer_id(Some("strait-a->b")).await.unwrap(),
+            (42, 5)
+        );
+        let lookups: Vec<i8> = broker
+            .received()
+            .into_iter()
+            .filter_map(|r| match r.body {
+                RequestKind::FindCoordinator(f) => Some(f.key_type),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(lookups, vec![CoordinatorKind::Transaction as i8]);
+        assert_eq!(
+            broker
+                .received_of(kafka_protocol::messages::ApiKey::InitProducerId)
+                .len(),
+            2
+        );
     }
 }

@@ -77,6 +77,11 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// How long setting up a TCP connection may take, whatever the request timeout (the Java
+/// clients' `socket.connection.setup.timeout.ms`): an address that drops SYNs fails in
+/// seconds, not after a request timeout that may be minutes.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// A TCP connection to `addr` (`host:port`), trying each address it resolves to in turn.
 async fn dial(addr: &str, send_buffer: Option<u32>) -> std::io::Result<TcpStream> {
     let mut last = None;
@@ -100,9 +105,10 @@ async fn dial(addr: &str, send_buffer: Option<u32>) -> std::io::Result<TcpStream
 }
 
 impl Connection {
-    /// Dials `addr`, starts the reader and writer tasks and negotiates API versions.
-    /// `send_buffer` sets the socket's send buffer (`SO_SNDBUF`); `None` leaves the
-    /// operating system's default (autotuned).
+    /// Dials `addr` (within `timeout`, at most `CONNECT_TIMEOUT`), starts the reader and
+    /// writer tasks and negotiates API versions (within `timeout`). `send_buffer` sets the
+    /// socket's send buffer (`SO_SNDBUF`); `None` leaves the operating system's default
+    /// (autotuned).
     pub async fn connect(
         addr: &str,
         client_id: &str,
@@ -113,12 +119,13 @@ impl Connection {
             addr: addr.to_string(),
             source,
         };
-        let stream = tokio::time::timeout(timeout, dial(addr, send_buffer))
+        let connect_timeout = timeout.min(CONNECT_TIMEOUT);
+        let stream = tokio::time::timeout(connect_timeout, dial(addr, send_buffer))
             .await
             .map_err(|_| KafkaError::Timeout {
                 addr: addr.to_string(),
                 api: "connect",
-                timeout_ms: timeout.as_millis() as u64,
+                timeout_ms: connect_timeout.as_millis() as u64,
             })?
             .map_err(io_err)?;
         stream.set_nodelay(true).map_err(io_err)?;

@@ -42,6 +42,16 @@ pub enum KafkaError {
         tried: String,
         last: String,
     },
+    #[error(
+        "another strait process took over: it registered transactional id `{transactional_id}`, \
+         which fenced this one (the target refused a batch of {partition}: Kafka error {code} ({}))",
+        code.code()
+    )]
+    Fenced {
+        transactional_id: String,
+        partition: String,
+        code: ResponseError,
+    },
     #[error("{0}")]
     Other(String),
 }

@@ -10,12 +10,12 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
-    FindCoordinatorRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest,
-    TopicName,
+    GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
 use crate::kafka::backoff::retry;
+use crate::kafka::cluster::CoordinatorKind;
 use crate::kafka::{Cluster, Connection, KafkaError, TopicPartition};
 
 /// A group as ListGroups reports it.
@@ -53,23 +53,8 @@ pub async fn list(cluster: &Cluster) -> Result<Vec<Listing>, KafkaError> {
 
 /// The connection to `group`'s coordinator, retried while the coordinator is loading.
 pub async fn coordinator(cluster: &Cluster, group: &str) -> Result<Connection, KafkaError> {
-    retry(cluster.timeout(), || async {
-        let conn = cluster.any_broker().await?;
-        let name = StrBytes::from_string(group.to_string());
-        // v4+ asks for a batch of keys (KIP-699); earlier versions for one.
-        let request = match conn.version::<FindCoordinatorRequest>() {
-            Some(v) if v >= 4 => {
-                FindCoordinatorRequest::default().with_coordinator_keys(vec![name])
-            }
-            _ => FindCoordinatorRequest::default().with_key(name),
-        };
-        let response = conn.send(&request).await?;
-        let (node, code) = match response.coordinators.first() {
-            Some(c) => (c.node_id.0, c.error_code),
-            None => (response.node_id.0, response.error_code),
-        };
-        KafkaError::check("FindCoordinator", || format!("group {group}"), code)?;
-        cluster.broker(node).await
+    retry(cluster.timeout(), || {
+        cluster.coordinator(CoordinatorKind::Group, group)
     })
     .await
 }

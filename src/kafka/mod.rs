@@ -11,6 +11,8 @@ pub mod cluster;
 pub mod codec;
 pub mod connection;
 pub mod error;
+#[cfg(test)]
+pub mod fake_broker;
 pub mod groups;
 pub mod log_reader;
 pub mod produce_request;

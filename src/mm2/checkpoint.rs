@@ -18,7 +18,7 @@ use crate::filter::GroupFilter;
 use crate::kafka::appender::append;
 use crate::kafka::groups::{self, Committed};
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
-use crate::mm2::topic_sync::ensure_internal_topic;
+use crate::mm2::topic_sync::await_internal_topic;
 use crate::now_ms;
 use crate::offset_map::Translations;
 use crate::policy::ReplicationPolicy;
@@ -43,7 +43,9 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), KafkaError> {
     let topic = config.policy.checkpoints_topic(&config.source_alias);
-    ensure_internal_topic(&target, &topic, config.replication_factor).await?;
+    if !await_internal_topic(&target, &topic, config.replication_factor, &shutdown).await? {
+        return Ok(());
+    }
     let tp = TopicPartition::new(topic.as_str(), 0);
     let mut emitted: HashMap<(String, TopicPartition), Checkpoint> = HashMap::new();
     let mut tick = tokio::time::interval(config.interval);

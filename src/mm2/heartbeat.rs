@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::records::{self, Heartbeat};
 use crate::kafka::appender::append;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
-use crate::mm2::topic_sync::ensure_internal_topic;
+use crate::mm2::topic_sync::await_internal_topic;
 use crate::now_ms;
 
 /// Where and how often one flow's heartbeats are written.
@@ -32,7 +32,9 @@ pub async fn run(
     target: Arc<Cluster>,
     shutdown: CancellationToken,
 ) -> Result<(), KafkaError> {
-    ensure_internal_topic(&target, &config.topic, config.replication_factor).await?;
+    if !await_internal_topic(&target, &config.topic, config.replication_factor, &shutdown).await? {
+        return Ok(());
+    }
     let tp = TopicPartition::new(config.topic.as_str(), 0);
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -53,5 +55,36 @@ pub async fn run(
         if let Err(e) = append(&target, &tp, &batch).await {
             tracing::warn!(topic = %config.topic, error = %e, "heartbeat not written");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A target unreachable when the task starts (nothing listens on loopback port 9) must
+    /// not end the task: it retries until the target answers or the flow stops.
+    #[tokio::test]
+    async fn an_unreachable_target_at_start_is_retried_not_the_end_of_heartbeats() {
+        let target = Arc::new(Cluster::new(
+            "b",
+            vec!["127.0.0.1:9".to_string()],
+            "strait-test",
+            Duration::from_millis(200),
+        ));
+        let config = HeartbeatConfig {
+            source_alias: "a".into(),
+            target_alias: "b".into(),
+            topic: "heartbeats".into(),
+            interval: Duration::from_secs(1),
+            replication_factor: 1,
+        };
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(run(config, target, shutdown.clone()));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(!task.is_finished(), "gave up: {:?}", task.await);
+        shutdown.cancel();
+        let ended = tokio::time::timeout(Duration::from_secs(2), task).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
     }
 }

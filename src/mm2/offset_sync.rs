@@ -15,7 +15,7 @@ use super::records::{self, OffsetSync};
 use crate::kafka::appender::append;
 use crate::kafka::log_reader::read_keyed_records;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
-use crate::mm2::topic_sync::ensure_internal_topic;
+use crate::mm2::topic_sync::await_internal_topic;
 use crate::now_ms;
 
 /// Reads `topic` back (to its current end) and gives the syncs of each source partition in
@@ -53,7 +53,9 @@ pub async fn run(
     mut syncs: mpsc::UnboundedReceiver<OffsetSync>,
     shutdown: CancellationToken,
 ) -> Result<(), KafkaError> {
-    ensure_internal_topic(&cluster, &topic, replication_factor).await?;
+    if !await_internal_topic(&cluster, &topic, replication_factor, &shutdown).await? {
+        return Ok(());
+    }
     let tp = TopicPartition::new(topic.as_str(), 0);
     let mut pending: Vec<OffsetSync> = Vec::new();
     loop {

@@ -4,10 +4,13 @@
 //! or change; [`crate::kafka::admin`] sends the requests.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
+use tokio_util::sync::CancellationToken;
 
 use crate::kafka::admin::{alter_topic_configs, create_partitions, create_topics, TopicSpec};
+use crate::kafka::backoff::Backoff;
 use crate::kafka::{Cluster, KafkaError};
 
 /// Creates the topics that do not exist yet and adds partitions to those that have fewer
@@ -76,6 +79,35 @@ pub async fn ensure_internal_topic(
             Ok(())
         }
         other => other.map(|_| ()),
+    }
+}
+
+/// [`ensure_internal_topic`] at the start of a background task (heartbeats, checkpoints,
+/// offset syncs): a transient failure (the cluster unreachable, a controller moving) must
+/// not disable the task for the life of the process, so it is retried with backoff, with a
+/// warning each time; a lasting one (an ACL, a create policy) is the task's error. `false`
+/// when `shutdown` came first.
+pub async fn await_internal_topic(
+    cluster: &Cluster,
+    name: &str,
+    replication_factor: i16,
+    shutdown: &CancellationToken,
+) -> Result<bool, KafkaError> {
+    let mut backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
+    loop {
+        let error = tokio::select! {
+            _ = shutdown.cancelled() => return Ok(false),
+            done = ensure_internal_topic(cluster, name, replication_factor) => match done {
+                Err(e) if e.is_retriable() => e,
+                done => return done.map(|()| true),
+            },
+        };
+        let delay = backoff.next_delay();
+        tracing::warn!(cluster = %cluster.alias(), topic = %name, error = %error, retry_in_ms = delay.as_millis() as u64, "cannot create an internal topic yet; retrying");
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(false),
+            _ = tokio::time::sleep(delay) => {}
+        }
     }
 }
 

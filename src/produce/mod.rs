@@ -16,7 +16,7 @@
 //! decides what every Produce answer means for it, without I/O; this module carries the
 //! decisions out: the loop, connections, requests, the producer id and the fetcher.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +38,8 @@ use crate::offset_map::{Forwarded, Position, Translations};
 use crate::progress;
 
 mod partition;
+#[cfg(test)]
+mod tests;
 
 pub use partition::next_sequence;
 
@@ -54,9 +56,15 @@ pub struct ProduceConfig {
     pub commit_interval: Duration,
     /// How long a shutdown may spend draining in-flight batches.
     pub drain_timeout: Duration,
+    /// How long a batch the target keeps refusing with a retriable error is resent before
+    /// its partition is stopped (the Java producer's `delivery.timeout.ms`).
+    pub delivery_timeout: Duration,
     /// Merge consecutive small uncompressed batches waiting in a partition's queue into
     /// batches of up to this many bytes (`batch::coalesce`); 0 never merges.
     pub coalesce_bytes: usize,
+    /// The transactional id that makes this engine the flow's only writer
+    /// (`Cluster::init_producer_id`); `None`: no fencing.
+    pub transactional_id: Option<String>,
 }
 
 /// Where one source partition goes, and where it resumes.
@@ -89,6 +97,11 @@ enum Done {
     Produce(Completion),
     /// A metadata lookup for the target topics of partitions without a known leader.
     Leaders(Result<Vec<TopicMeta>, KafkaError>),
+    /// A connection dialled to a target broker.
+    Connected {
+        broker: i32,
+        result: Result<Connection, KafkaError>,
+    },
 }
 
 /// The result of one Produce request.
@@ -106,7 +119,15 @@ pub struct Engine {
     progress_part: usize,
     producer: (i64, i16),
     reset_pending: bool,
+    /// Another process's InitProducerId fenced this engine: it stops writing at once.
+    fenced: Option<KafkaError>,
     conns: HashMap<i32, Connection>,
+    /// Target brokers being dialled in the background: one unreachable broker holds up
+    /// neither the others nor the loop.
+    dialing: HashSet<i32>,
+    /// Per target broker that could not be reached: when to dial it again, and the backoff
+    /// that grows with each failure in a row.
+    redial: HashMap<i32, (Instant, Backoff)>,
     broker_inflight: HashMap<i32, usize>,
     throttled_until: HashMap<i32, Instant>,
     /// Produce requests and the leader lookup in flight.
@@ -145,7 +166,9 @@ impl Engine {
         syncs: mpsc::UnboundedSender<OffsetSync>,
         fetcher: Fetcher,
     ) -> Result<Engine, KafkaError> {
-        let producer = target.init_producer_id().await?;
+        let producer = target
+            .init_producer_id(config.transactional_id.as_deref())
+            .await?;
         let progress_tp = TopicPartition::new(progress_topic, 0);
         let mut engine = Engine {
             target,
@@ -155,7 +178,10 @@ impl Engine {
             progress_part: 0,
             producer,
             reset_pending: false,
+            fenced: None,
             conns: HashMap::new(),
+            dialing: HashSet::new(),
+            redial: HashMap::new(),
             broker_inflight: HashMap::new(),
             throttled_until: HashMap::new(),
             requests: JoinSet::new(),
@@ -214,8 +240,13 @@ impl Engine {
                 }
                 _ = wake.tick() => {}
             }
+            if let Some(fenced) = self.fenced.take() {
+                // Nothing more is written, not even progress: the new owner resumes from
+                // the last commit.
+                return Err(fenced);
+            }
             self.recover().await?;
-            self.pump().await;
+            self.pump();
         }
         // Drain: no new batches; finish what is queued or in flight, then commit.
         drop(events);
@@ -241,7 +272,7 @@ impl Engine {
                 _ = tokio::time::sleep(Duration::from_millis(20)) => {}
             }
             self.recover().await?;
-            self.pump().await;
+            self.pump();
         }
         self.stats.lag = self.lag();
         let _ = stats.send(self.stats.clone());
@@ -253,7 +284,7 @@ impl Engine {
             .iter()
             .filter(|p| p.high_watermark >= 0 && p.acked.source_next >= 0)
             .map(|p| (p.high_watermark - p.acked.source_next).max(0))
-            .sum()
+            .fold(0, i64::saturating_add)
     }
 
     fn accept(&mut self, event: FetchEvent) {
@@ -362,8 +393,9 @@ impl Engine {
         });
     }
 
-    /// Builds and sends one request per target broker that has room, as long as batches wait.
-    async fn pump(&mut self) {
+    /// Builds and sends one request per target broker that has room, as long as batches
+    /// wait; dials, in the background, the brokers it has no connection to.
+    fn pump(&mut self) {
         if self.reset_pending {
             return;
         }
@@ -390,24 +422,60 @@ impl Engine {
             if self.throttled_until.get(&broker).is_some_and(|t| *t > now) {
                 continue;
             }
-            let conn = match self.conns.get(&broker).filter(|c| c.is_usable()) {
-                Some(c) => c.clone(),
-                None => match self.target.broker(broker).await {
-                    Ok(c) => {
-                        self.conns.insert(broker, c.clone());
-                        c
-                    }
-                    Err(e) => {
-                        tracing::warn!(broker, error = %e, "cannot reach target broker");
-                        for p in self.parts.iter_mut().filter(|p| p.leader == Some(broker)) {
-                            p.needs_metadata = true;
-                            p.leader = None;
-                        }
-                        continue;
-                    }
-                },
-            };
-            self.send_to(broker, conn, now);
+            match self.conns.get(&broker).filter(|c| c.is_usable()) {
+                Some(c) => {
+                    let conn = c.clone();
+                    self.send_to(broker, conn, now);
+                }
+                None => self.dial(broker, now),
+            }
+        }
+    }
+
+    /// Starts dialling `broker` in the background, unless a dial is under way or the
+    /// broker's backoff after failures has not passed.
+    fn dial(&mut self, broker: i32, now: Instant) {
+        if self.dialing.contains(&broker) || self.redial.get(&broker).is_some_and(|r| r.0 > now) {
+            return;
+        }
+        self.dialing.insert(broker);
+        let target = self.target.clone();
+        self.requests.spawn(async move {
+            Done::Connected {
+                broker,
+                result: target.broker(broker).await,
+            }
+        });
+    }
+
+    fn on_connected(&mut self, broker: i32, result: Result<Connection, KafkaError>) {
+        self.dialing.remove(&broker);
+        match result {
+            Ok(conn) => {
+                self.redial.remove(&broker);
+                self.conns.insert(broker, conn);
+            }
+            Err(e) => {
+                let (at, backoff) = self.redial.entry(broker).or_insert_with(|| {
+                    // The Java client's reconnect.backoff.ms, growing to the partitions' 5 s.
+                    (
+                        Instant::now(),
+                        Backoff::new(Duration::from_millis(50), Duration::from_secs(5)),
+                    )
+                });
+                // Once per outage at WARN; the redials after it at DEBUG.
+                if backoff.attempts() == 0 {
+                    tracing::warn!(broker, error = %e, "cannot reach target broker; dialling it again with backoff");
+                } else {
+                    tracing::debug!(broker, error = %e, attempts = backoff.attempts(), "target broker still unreachable");
+                }
+                *at = Instant::now() + backoff.next_delay();
+                // Its partitions may have a new leader by now.
+                for p in self.parts.iter_mut().filter(|p| p.leader == Some(broker)) {
+                    p.needs_metadata = true;
+                    p.leader = None;
+                }
+            }
         }
     }
 
@@ -439,7 +507,7 @@ impl Engine {
             let Some(mut entry) = part.queue.pop_front() else {
                 continue;
             };
-            let Some((seq, batch)) = part.sequence(&mut entry) else {
+            let Some((seq, batch)) = part.sequence(&mut entry, now) else {
                 // A position-only entry behind batches still in flight.
                 part.inflight.push_back(entry);
                 continue;
@@ -504,6 +572,7 @@ impl Engine {
         match done {
             Done::Produce(completion) => self.complete(completion),
             Done::Leaders(found) => self.on_leaders(found),
+            Done::Connected { broker, result } => self.on_connected(broker, result),
         }
     }
 
@@ -525,11 +594,9 @@ impl Engine {
                 return;
             }
         };
-        if response.throttle_time_ms > 0 {
-            self.throttled_until.insert(
-                done.broker,
-                Instant::now() + Duration::from_millis(response.throttle_time_ms as u64),
-            );
+        if let Some(throttle) = throttle(response.throttle_time_ms, self.target.timeout()) {
+            self.throttled_until
+                .insert(done.broker, Instant::now() + throttle);
         }
         let mut results: HashMap<(String, i32), (i16, i64)> = HashMap::new();
         let names: HashMap<uuid::Uuid, Arc<str>> = self
@@ -564,17 +631,46 @@ impl Engine {
     /// (`Partition::judge`); `answer` is `None` when the response lacks the partition.
     fn on_result(&mut self, i: usize, seq: i32, answer: Option<(i16, i64)>) {
         let part = &mut self.parts[i];
-        match part.judge(seq, answer) {
-            Outcome::Acked { base_offset } => {
-                if let Some(done) = part.take_acked(seq, base_offset) {
-                    self.acknowledged(i, done);
-                }
+        let outcome = match part.judge(seq, answer, Instant::now(), self.config.delivery_timeout) {
+            // Without a transactional id nobody else holds strait's producer id: the target
+            // lost its state.
+            Outcome::Fenced(code) if self.config.transactional_id.is_none() => {
+                Outcome::ResetProducer(Reset::LostState(code))
             }
-            Outcome::Release => part.release(),
+            outcome => outcome,
+        };
+        if let Some(r) = part.record(seq, outcome) {
+            tracing::warn!(
+                source = %part.source,
+                target = %part.target,
+                refused_from = r.refused.0,
+                refused_to = r.refused.1,
+                written_at = r.written_at,
+                "the target wrote a batch behind one it refused (it lost strait's producer state): \
+                 the target partition holds records out of source order from `written_at`; the \
+                 refused batch and every later one are written again after them"
+            );
+            if !part.stopped {
+                // Its sequence state is strait's no longer: start a new one.
+                part.failed = true;
+                self.reset_pending = true;
+            }
+        }
+        match outcome {
+            Outcome::Acked { .. } => {}
+            Outcome::Release => {}
             Outcome::ResetProducer(Reset::LostState(error)) => {
                 tracing::warn!(partition = %part.target, code = error.code(), "target lost strait's producer state; re-initialising the producer");
                 part.failed = true;
                 self.reset_pending = true;
+            }
+            Outcome::Fenced(code) => {
+                let id = self.config.transactional_id.clone().unwrap_or_default();
+                self.fenced.get_or_insert(KafkaError::Fenced {
+                    transactional_id: id,
+                    partition: part.target.to_string(),
+                    code,
+                });
             }
             Outcome::ResetProducer(Reset::OutOfOrderHead) => {
                 tracing::warn!(partition = %part.target, seq, "out-of-order sequence at the head of the partition; re-initialising the producer");
@@ -588,22 +684,39 @@ impl Engine {
             }
             Outcome::Resend(resend @ (Resend::Leadership(code) | Resend::Later(code))) => {
                 let error = produce_error(part, code);
-                tracing::debug!(error = %error, "retriable produce error");
+                if let Some(refusing) = part.refused(Instant::now()) {
+                    let at = part.inflight.iter().find(|e| e.seq == Some(seq));
+                    tracing::warn!(source = %part.source, target = %part.target, source_offset = at.and_then(|e| e.batch.as_ref()).map_or(-1, RawBatch::base_offset), code = code.code(), error = %error, refusing_for_ms = refusing.as_millis() as u64, "the target keeps refusing the partition; resending until produce.delivery.timeout.ms");
+                } else {
+                    tracing::debug!(error = %error, "retriable produce error");
+                }
                 part.failed = true;
                 part.needs_metadata |= resend.looks_up_leader();
             }
-            Outcome::Stop(code) => {
+            Outcome::Stop(code) | Outcome::Expired(code) => {
                 let error = produce_error(part, code);
-                let at = part
-                    .inflight
-                    .iter()
-                    .find(|e| e.seq == Some(seq))
-                    .map(|e| e.source_next)
-                    .unwrap_or(-1);
-                tracing::error!(source = %part.source, target = %part.target, source_next_offset = at, error = %error, "partition stopped: the target refused a batch");
+                let entry = part.inflight.iter().find(|e| e.seq == Some(seq));
+                let at = entry
+                    .and_then(|e| e.batch.as_ref())
+                    .map_or(-1, RawBatch::base_offset);
+                if matches!(outcome, Outcome::Expired(_)) {
+                    let for_ms = entry
+                        .and_then(|e| e.first_sent)
+                        .map_or(0, |t| t.elapsed().as_millis() as u64);
+                    tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, refused_for_ms = for_ms, "partition stopped: the target kept refusing a batch past delivery.timeout.ms (or CORRUPT_MESSAGE past its resends)");
+                } else {
+                    tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, "partition stopped: the target refused a batch");
+                }
                 self.fetcher.forget(part.source.clone());
                 self.stop(i);
             }
+        }
+        let done = self.parts[i].settle();
+        if !done.is_empty() {
+            self.acknowledged(i, done);
+        }
+        if self.parts[i].stopped {
+            self.parts[i].release();
         }
     }
 
@@ -616,7 +729,10 @@ impl Engine {
         let map = maps.entry(self.parts[i].source.clone()).or_default();
         for (e, target_base) in done {
             match (&e.batch, target_base) {
-                (Some(b), Some(tbase)) if data => {
+                // A batch written at an offset the target did not say (-1) still moves the
+                // map and the source position on; the target position stays the last one
+                // known, a floor.
+                (Some(b), tbase) if data => {
                     self.stats.batches += 1;
                     self.stats.records += b.record_count() as u64;
                     self.stats.bytes += b.len() as u64;
@@ -624,7 +740,7 @@ impl Engine {
                         source_base: b.base_offset(),
                         source_last: e.source_next - 1,
                         record_count: b.record_count(),
-                        target_base: tbase,
+                        target_base: tbase.unwrap_or(-1),
                         holes: e.offset_deltas.clone(),
                     };
                     for (upstream, downstream) in map.record(&forwarded) {
@@ -636,15 +752,13 @@ impl Engine {
                     }
                     acked = Position {
                         source_next: e.source_next,
-                        target_next: tbase + b.record_count() as i64,
+                        // `settle` gives only target offsets whose batch end fits.
+                        target_next: tbase.map_or(acked.target_next, |t| {
+                            t.saturating_add(i64::from(b.record_count()))
+                        }),
                     };
                 }
-                (Some(_), _) => {
-                    acked = Position {
-                        source_next: e.source_next,
-                        target_next: -1,
-                    };
-                }
+                (Some(_), _) => acked.source_next = e.source_next,
                 // A position-only entry moves the source position; the target has nothing new.
                 (None, _) => {
                     if data {
@@ -667,9 +781,12 @@ impl Engine {
     /// Puts failed partitions back on their feet once their outstanding requests are back,
     /// refreshes leaders, and re-initialises the producer when the target asked for it.
     async fn recover(&mut self) -> Result<(), KafkaError> {
-        // Once no Produce request is in flight (the leader lookup may be).
-        if self.reset_pending && self.requests.len() == usize::from(self.looking_up) {
-            self.producer = self.target.init_producer_id().await?;
+        // Once no Produce request is in flight (the leader lookup and dials may be).
+        if self.reset_pending && self.broker_inflight.values().all(|&n| n == 0) {
+            self.producer = self
+                .target
+                .init_producer_id(self.config.transactional_id.as_deref())
+                .await?;
             tracing::info!(
                 producer_id = self.producer.0,
                 epoch = self.producer.1,
@@ -757,6 +874,15 @@ impl Engine {
         topics.dedup();
         topics
     }
+}
+
+/// How long to hold requests to a broker that answered with `throttle_time_ms` (KIP-219):
+/// at most `cap`, the request timeout, whatever a broker says. `None` for no throttle.
+fn throttle(throttle_time_ms: i32, cap: Duration) -> Option<Duration> {
+    u64::try_from(throttle_time_ms)
+        .ok()
+        .filter(|&ms| ms > 0)
+        .map(|ms| Duration::from_millis(ms).min(cap))
 }
 
 /// A refusal of partition `part`'s batch, as the error the logs show.

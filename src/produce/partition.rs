@@ -1,7 +1,10 @@
 //! One target partition as the produce engine sees it, without any I/O: the batches queued
 //! and in flight, their sequence numbers, and what each Produce answer means for them.
-//! `Partition::judge` turns a partition's error code into an `Outcome`; the engine
-//! (`produce::Engine`) carries it out (connections, requests, the producer id, the fetcher).
+//! `Partition::judge` turns a partition's error code into an `Outcome`; `Partition::record`
+//! keeps each in-flight batch's own answer, and `Partition::settle` lets go only of the
+//! batches the target wrote with nothing unwritten before them. The engine
+//! (`produce::Engine`) carries the decisions out (connections, requests, the producer id,
+//! the fetcher).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -30,6 +33,12 @@ pub(super) struct Entry {
     pub seq: Option<i32>,
     /// Positions this entry commits, when it is a progress record batch.
     pub commits: Vec<(usize, Position)>,
+    /// The target's answer to the last time this entry was sent.
+    pub answer: Answer,
+    /// When the batch was first sent: the start of its `delivery.timeout.ms`.
+    pub first_sent: Option<Instant>,
+    /// CORRUPT_MESSAGE answers so far (`CORRUPT_RESENDS`).
+    pub corrupt: u32,
     /// The Fetch responses whose buffers this entry's batches hold (`fetch::Chunk::permit`).
     pub _permits: Vec<Arc<OwnedSemaphorePermit>>,
 }
@@ -50,32 +59,65 @@ impl Entry {
             offset_deltas: None,
             seq: None,
             commits: Vec::new(),
+            answer: Answer::Pending,
+            first_sent: None,
+            corrupt: 0,
             _permits: permits,
         }
     }
+}
+
+/// The target's answer for one entry in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// Not answered yet (a position-only entry never is).
+    Pending,
+    /// Written at this base offset (the broker's value, possibly -1: unknown).
+    Written(i64),
+    /// Refused, or lost with its request: not written as far as strait knows.
+    Refused,
+}
+
+/// The target wrote a batch behind one it refused: it had lost strait's producer state (its
+/// sequence check would otherwise have refused the later batch too). The refused batch and
+/// everything after it are written again behind the one written out of order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Reordered {
+    /// Source offsets `[first, next)` of the refused batch.
+    pub refused: (i64, i64),
+    /// The target offset of the batch written behind it (-1: not given).
+    pub written_at: i64,
 }
 
 /// What an answer of the target means for a partition (`Partition::judge`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Outcome {
     /// Written now (NONE) or before (DUPLICATE_SEQUENCE_NUMBER) at `base_offset`: the batch
-    /// and every earlier one of the partition are done.
+    /// is done once every earlier one of the partition is (`Partition::settle`).
     Acked { base_offset: i64 },
     /// The partition was given up: let go of its batches, resend nothing.
     Release,
     /// Re-initialise the producer id, then resend every unacknowledged batch from sequence 0.
     ResetProducer(Reset),
+    /// A newer epoch of strait's producer id wrote here (INVALID_PRODUCER_EPOCH,
+    /// PRODUCER_FENCED): another process registered the flow's transactional id. Without a
+    /// transactional id (no fencing) the producer is re-initialised instead.
+    Fenced(ResponseError),
     /// Resend the batch and every later one, once the partition's outstanding requests are
     /// back.
     Resend(Resend),
     /// The target refuses the batch for good: stop the partition.
     Stop(ResponseError),
+    /// The target kept refusing the batch with this error past `delivery.timeout.ms` (or
+    /// past `CORRUPT_RESENDS` for CORRUPT_MESSAGE): stop the partition.
+    Expired(ResponseError),
 }
 
 /// Why the producer id is re-initialised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reset {
-    /// The target lost strait's producer state (UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH).
+    /// The target lost strait's producer state (UNKNOWN_PRODUCER_ID; INVALID_PRODUCER_EPOCH
+    /// without fencing).
     LostState(ResponseError),
     /// OUT_OF_ORDER_SEQUENCE_NUMBER for the oldest batch in flight of a partition that had
     /// not failed: the target's sequence state and strait's disagree.
@@ -85,7 +127,7 @@ pub(super) enum Reset {
 /// Why a batch is resent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Resend {
-    /// The response lacks the partition, or says UNKNOWN_SERVER_ERROR: look its leader up.
+    /// The response lacks the partition: look its leader up.
     Missing,
     /// The leader is unknown or moved (`LEADERSHIP`): look it up first.
     Leadership(ResponseError),
@@ -99,6 +141,16 @@ impl Resend {
         matches!(self, Resend::Missing | Resend::Leadership(_))
     }
 }
+
+/// How often a batch is resent after CORRUPT_MESSAGE. strait checked the source CRC and
+/// recomputed it after stamping, so a refusal that repeats is a strait bug or corruption in
+/// transit that resending will not cure.
+pub(super) const CORRUPT_RESENDS: u32 = 3;
+
+/// How long a partition may be refused before an operator is told (at WARN, once per
+/// streak): leader elections and ISR changes pass well within it; a leader offline, an ISR
+/// below `min.insync.replicas` or a deleted remote topic do not.
+pub(super) const UNWRITABLE_WARN_AFTER: Duration = Duration::from_secs(10);
 
 /// The errors after which the partition's leader is looked up again.
 const LEADERSHIP: [ResponseError; 5] = [
@@ -130,6 +182,15 @@ pub(super) struct Partition {
     pub stopped: bool,
     /// Whether the target acknowledged a batch of the current producer identity here.
     pub confirmed: bool,
+    /// The sequence right after the last batch settled with a known target offset, under
+    /// the current producer identity, and the target offset after that batch: a batch
+    /// acknowledged at that sequence without an offset (DUPLICATE_SEQUENCE_NUMBER with -1)
+    /// was written right there.
+    follows: Option<(i32, i64)>,
+    /// When the target started refusing the partition's batches (since the last one it
+    /// wrote), and whether that was reported.
+    refused_since: Option<Instant>,
+    warned: bool,
 }
 
 impl Partition {
@@ -161,6 +222,9 @@ impl Partition {
             high_watermark: -1,
             stopped: false,
             confirmed: false,
+            follows: None,
+            refused_since: None,
+            warned: false,
         }
     }
 
@@ -179,8 +243,16 @@ impl Partition {
     }
 
     /// What the answer for the batch sent with sequence `seq` means: `answer` is its error
-    /// code and base offset, `None` when the Produce response lacks the partition.
-    pub fn judge(&self, seq: i32, answer: Option<(i16, i64)>) -> Outcome {
+    /// code and base offset, `None` when the Produce response lacks the partition. A
+    /// refusal worth retrying becomes `Expired` once the batch was first sent longer than
+    /// `delivery_timeout` before `now`, like the Java producer's `delivery.timeout.ms`.
+    pub fn judge(
+        &self,
+        seq: i32,
+        answer: Option<(i16, i64)>,
+        now: Instant,
+        delivery_timeout: Duration,
+    ) -> Outcome {
         let error = match answer {
             None => None,
             Some((code, base_offset)) => match ResponseError::try_from_code(code) {
@@ -198,29 +270,100 @@ impl Partition {
             return Outcome::Resend(Resend::Missing);
         };
         match error {
-            ResponseError::UnknownProducerId | ResponseError::InvalidProducerEpoch => {
-                Outcome::ResetProducer(Reset::LostState(error))
+            ResponseError::UnknownProducerId => Outcome::ResetProducer(Reset::LostState(error)),
+            ResponseError::InvalidProducerEpoch | ResponseError::ProducerFenced => {
+                Outcome::Fenced(error)
             }
             ResponseError::OutOfOrderSequenceNumber
                 if !self.failed && self.inflight.front().and_then(|e| e.seq) == Some(seq) =>
             {
                 Outcome::ResetProducer(Reset::OutOfOrderHead)
             }
-            // Code -1, which strait has always read as a missing partition.
-            ResponseError::UnknownServerError => Outcome::Resend(Resend::Missing),
-            error if LEADERSHIP.contains(&error) => Outcome::Resend(Resend::Leadership(error)),
-            error if error.is_retriable() || error == ResponseError::OutOfOrderSequenceNumber => {
-                Outcome::Resend(Resend::Later(error))
+            error if LEADERSHIP.contains(&error) => {
+                self.retry(seq, Resend::Leadership(error), now, delivery_timeout)
+            }
+            // UNKNOWN_SERVER_ERROR (-1) is an unexpected exception in the broker, often
+            // passing: resent like a transient refusal, within the delivery timeout.
+            error
+                if error.is_retriable()
+                    || error == ResponseError::OutOfOrderSequenceNumber
+                    || error == ResponseError::UnknownServerError =>
+            {
+                self.retry(seq, Resend::Later(error), now, delivery_timeout)
             }
             error => Outcome::Stop(error),
         }
     }
 
-    /// The sequence `entry` goes with, and its batch: the one it was first sent with, else
-    /// the partition's next one, which then moves past the batch's records. `None` for a
-    /// position-only entry, which has no sequence.
-    pub fn sequence<'e>(&mut self, entry: &'e mut Entry) -> Option<(i32, &'e RawBatch)> {
+    /// `Resend(resend)` for the batch with sequence `seq`, unless it was refused too long
+    /// (or too often, for CORRUPT_MESSAGE): then `Expired`.
+    fn retry(&self, seq: i32, resend: Resend, now: Instant, delivery_timeout: Duration) -> Outcome {
+        let (Resend::Leadership(error) | Resend::Later(error)) = resend else {
+            return Outcome::Resend(resend);
+        };
+        let Some(entry) = self.inflight.iter().find(|e| e.seq == Some(seq)) else {
+            return Outcome::Resend(resend);
+        };
+        let expired = entry
+            .first_sent
+            .is_some_and(|t| now.saturating_duration_since(t) >= delivery_timeout);
+        let corrupt = error == ResponseError::CorruptMessage && entry.corrupt >= CORRUPT_RESENDS;
+        if expired || corrupt {
+            Outcome::Expired(error)
+        } else {
+            Outcome::Resend(resend)
+        }
+    }
+
+    /// Keeps `outcome`, the judged answer for the batch with sequence `seq`, on its entry.
+    /// Returns what happened when this answer makes the target's log disagree with the
+    /// order strait sent in: a batch written behind a refused one (reported once, by the
+    /// answer that makes the first such pair).
+    pub fn record(&mut self, seq: i32, outcome: Outcome) -> Option<Reordered> {
+        let before = self.reordered();
+        let entry = self.inflight.iter_mut().find(|e| e.seq == Some(seq))?;
+        entry.answer = match outcome {
+            Outcome::Acked { base_offset } => Answer::Written(base_offset),
+            _ => Answer::Refused,
+        };
+        if outcome == Outcome::Resend(Resend::Later(ResponseError::CorruptMessage)) {
+            entry.corrupt += 1;
+        }
+        before.is_none().then(|| self.reordered()).flatten()
+    }
+
+    /// The first refused batch in flight with a written one behind it, if any.
+    fn reordered(&self) -> Option<Reordered> {
+        let refused = self
+            .inflight
+            .iter()
+            .position(|e| e.answer == Answer::Refused)?;
+        let written_at = self
+            .inflight
+            .iter()
+            .skip(refused + 1)
+            .find_map(|e| match e.answer {
+                Answer::Written(base) => Some(base),
+                _ => None,
+            })?;
+        let entry = &self.inflight[refused];
+        let first = entry.batch.as_ref().map_or(-1, RawBatch::base_offset);
+        Some(Reordered {
+            refused: (first, entry.source_next),
+            written_at,
+        })
+    }
+
+    /// The sequence `entry` goes with, sent at `now`, and its batch: the one it was first
+    /// sent with, else the partition's next one, which then moves past the batch's records.
+    /// `None` for a position-only entry, which has no sequence.
+    pub fn sequence<'e>(
+        &mut self,
+        entry: &'e mut Entry,
+        now: Instant,
+    ) -> Option<(i32, &'e RawBatch)> {
         let batch = entry.batch.as_ref()?;
+        entry.first_sent.get_or_insert(now);
         let seq = *entry.seq.get_or_insert_with(|| {
             let seq = self.next_seq;
             self.next_seq = next_sequence(seq, batch.record_count());
@@ -229,31 +372,65 @@ impl Partition {
         Some((seq, batch))
     }
 
-    /// The target appended the batch with sequence `seq` at `base_offset`: takes it and every
-    /// earlier in-flight entry (and the position-only entries right behind), each with the
-    /// target offset of its first record when known. `None` if no entry has that sequence.
-    pub fn take_acked(&mut self, seq: i32, base_offset: i64) -> Option<Vec<(Entry, Option<i64>)>> {
-        let pos = self.inflight.iter().position(|e| e.seq == Some(seq))?;
-        let mut done: Vec<Entry> = self.inflight.drain(..=pos).collect();
-        while self.inflight.front().is_some_and(|e| e.batch.is_none()) {
-            done.extend(self.inflight.pop_front());
+    /// Takes the entries at the front of the in-flight ones that the target wrote (and the
+    /// position-only entries among them), each with the target offset of its first record
+    /// when known. An entry not answered yet, or refused, holds back every later one: the
+    /// position never passes a batch the target did not write.
+    pub fn settle(&mut self) -> Vec<(Entry, Option<i64>)> {
+        let mut done = Vec::new();
+        while let Some(front) = self.inflight.front() {
+            let base = match (&front.batch, front.answer) {
+                (None, _) => None,
+                (Some(_), Answer::Written(base)) => Some(base),
+                (Some(_), _) => break,
+            };
+            let Some(entry) = self.inflight.pop_front() else {
+                break;
+            };
+            let target_base = match (&entry.batch, base, entry.seq) {
+                (Some(batch), Some(base), Some(seq)) => self.written(seq, batch, base),
+                _ => None,
+            };
+            done.push((entry, target_base));
         }
-        self.backoff.reset();
-        self.confirmed = true;
-        // The broker appends a partition's batches in sequence order, so batches acknowledged
-        // implicitly (an earlier answer was lost) sit right before the one acknowledged here.
-        let mut target_base = vec![None; done.len()];
-        if base_offset >= 0 {
-            let mut cursor = base_offset;
-            target_base[pos] = Some(base_offset);
-            for j in (0..pos).rev() {
-                if let Some(b) = &done[j].batch {
-                    cursor -= b.record_count() as i64;
-                    target_base[j] = Some(cursor);
-                }
-            }
+        if done.iter().any(|(e, _)| e.batch.is_some()) {
+            self.backoff.reset();
+            self.confirmed = true;
+            self.refused_since = None;
+            self.warned = false;
         }
-        Some(done.into_iter().zip(target_base).collect())
+        done
+    }
+
+    /// The target refused a batch at `now`, to be resent: how long it has been refusing
+    /// the partition, once that passes `UNWRITABLE_WARN_AFTER` (once per streak, for the
+    /// WARN that tells an operator).
+    pub fn refused(&mut self, now: Instant) -> Option<Duration> {
+        let since = *self.refused_since.get_or_insert(now);
+        let refusing = now.saturating_duration_since(since);
+        if self.warned || refusing < UNWRITABLE_WARN_AFTER {
+            return None;
+        }
+        self.warned = true;
+        Some(refusing)
+    }
+
+    /// The target offset of the first record of `batch`, written with sequence `seq` at
+    /// `base` as the broker says: its value when it is a real offset (and the batch's end
+    /// fits in an i64); else, right after the previous batch when `seq` directly follows it
+    /// (the broker appends one producer's batches in sequence order); else unknown.
+    fn written(&mut self, seq: i32, batch: &RawBatch, base: i64) -> Option<i64> {
+        let records = i64::from(batch.record_count());
+        let end = |base: i64| base.checked_add(records).filter(|_| base >= 0);
+        let known = end(base).map(|_| base).or_else(|| {
+            self.follows
+                .filter(|&(next, _)| next == seq)
+                .map(|(_, target)| target)
+        });
+        self.follows = known
+            .and_then(end)
+            .map(|target| (next_sequence(seq, batch.record_count()), target));
+        known
     }
 
     /// The position-only entries at the front of the queue while nothing is in flight: they
@@ -266,9 +443,11 @@ impl Partition {
         done
     }
 
-    /// Moves unacknowledged in-flight entries back in front of the queue, in order.
+    /// Moves unacknowledged in-flight entries back in front of the queue, in order, to be
+    /// sent again (those written behind a refused one too: they follow it again).
     pub fn requeue(&mut self) {
-        while let Some(e) = self.inflight.pop_back() {
+        while let Some(mut e) = self.inflight.pop_back() {
+            e.answer = Answer::Pending;
             self.queue.push_front(e);
         }
     }
@@ -288,6 +467,7 @@ impl Partition {
         self.requeue();
         self.next_seq = 0;
         self.confirmed = false;
+        self.follows = None;
         for e in &mut self.queue {
             e.seq = None;
         }
@@ -371,10 +551,12 @@ mod tests {
             .push_back(Entry::new(batch, source_next, Vec::new()));
     }
 
+    const DELIVERY: Duration = Duration::from_secs(120);
+
     /// Sends the front of the queue the way the engine does; its sequence, if any.
     fn send(p: &mut Partition) -> Option<i32> {
         let mut entry = p.queue.pop_front().unwrap();
-        let seq = p.sequence(&mut entry).map(|(seq, _)| seq);
+        let seq = p.sequence(&mut entry, Instant::now()).map(|(seq, _)| seq);
         if seq.is_some() {
             p.outstanding += 1;
         }
@@ -386,19 +568,40 @@ mod tests {
         entries.iter().map(|e| e.seq).collect()
     }
 
+    /// `p`'s judgement of `answer` for the batch with sequence `seq`, now.
+    fn judged(p: &Partition, seq: i32, answer: Option<(i16, i64)>) -> Outcome {
+        p.judge(seq, answer, Instant::now(), DELIVERY)
+    }
+
+    /// What the target answered for the batch with sequence `seq`, judged and recorded the
+    /// way the engine does; whether it reordered the target's log.
+    fn answer(p: &mut Partition, seq: i32, code: i16, base: i64) -> Option<Reordered> {
+        p.outstanding -= 1;
+        let outcome = judged(p, seq, Some((code, base)));
+        p.record(seq, outcome)
+    }
+
+    /// The source position and target offset of each settled entry.
+    fn settle(p: &mut Partition) -> Vec<(i64, Option<i64>)> {
+        p.settle()
+            .iter()
+            .map(|(e, base)| (e.source_next, *base))
+            .collect()
+    }
+
     /// A partition with one batch in flight at sequence 0, answered with `code`.
     fn judge(code: ResponseError) -> Outcome {
         let mut p = partition();
         queue(&mut p, 1, 1);
         assert_eq!(send(&mut p), Some(0));
-        p.judge(0, Some((code.code(), 42)))
+        judged(&p, 0, Some((code.code(), 42)))
     }
 
     #[test]
     fn none_and_duplicate_sequence_are_acknowledgements() {
         let p = partition();
         assert_eq!(
-            p.judge(0, Some((0, 42))),
+            judged(&p, 0, Some((0, 42))),
             Outcome::Acked { base_offset: 42 }
         );
         assert_eq!(
@@ -431,6 +634,7 @@ mod tests {
             ResponseError::RequestTimedOut,
             ResponseError::CorruptMessage,
             ResponseError::FencedLeaderEpoch,
+            ResponseError::UnknownServerError,
         ] {
             let outcome = judge(error);
             assert_eq!(outcome, Outcome::Resend(Resend::Later(error)), "{error}");
@@ -440,14 +644,20 @@ mod tests {
 
     #[test]
     fn lost_producer_state_resets_the_producer() {
+        let error = ResponseError::UnknownProducerId;
+        assert_eq!(
+            judge(error),
+            Outcome::ResetProducer(Reset::LostState(error))
+        );
+    }
+
+    #[test]
+    fn a_newer_epoch_is_a_fence() {
         for error in [
-            ResponseError::UnknownProducerId,
             ResponseError::InvalidProducerEpoch,
+            ResponseError::ProducerFenced,
         ] {
-            assert_eq!(
-                judge(error),
-                Outcome::ResetProducer(Reset::LostState(error))
-            );
+            assert_eq!(judge(error), Outcome::Fenced(error));
         }
     }
 
@@ -465,13 +675,13 @@ mod tests {
         assert_eq!(send(&mut p), Some(2));
         // Behind the head: the head's own answer decides.
         assert_eq!(
-            p.judge(2, Some((out_of_order.code(), -1))),
+            judged(&p, 2, Some((out_of_order.code(), -1))),
             Outcome::Resend(Resend::Later(out_of_order))
         );
         // At the head of a partition that already failed: a consequence, not a cause.
         p.failed = true;
         assert_eq!(
-            p.judge(0, Some((out_of_order.code(), -1))),
+            judged(&p, 0, Some((out_of_order.code(), -1))),
             Outcome::Resend(Resend::Later(out_of_order))
         );
     }
@@ -489,7 +699,7 @@ mod tests {
         }
         let p = partition();
         assert_eq!(
-            p.judge(0, Some((1000, -1))),
+            judged(&p, 0, Some((1000, -1))),
             Outcome::Stop(ResponseError::Unknown(1000))
         );
     }
@@ -497,13 +707,52 @@ mod tests {
     #[test]
     fn a_missing_partition_resends_after_looking_the_leader_up() {
         let p = partition();
-        let outcome = p.judge(0, None);
+        let outcome = judged(&p, 0, None);
         assert_eq!(outcome, Outcome::Resend(Resend::Missing));
         assert!(matches!(outcome, Outcome::Resend(r) if r.looks_up_leader()));
-        // UNKNOWN_SERVER_ERROR (-1) reads the same.
+    }
+
+    #[test]
+    fn refusals_worth_retrying_expire_after_the_delivery_timeout() {
+        let mut p = partition();
+        queue(&mut p, 1, 1);
+        let sent = Instant::now();
+        let mut entry = p.queue.pop_front().unwrap();
+        p.sequence(&mut entry, sent);
+        p.inflight.push_back(entry);
+        let refused = |error: ResponseError, after: Duration| {
+            p.judge(0, Some((error.code(), -1)), sent + after, DELIVERY)
+        };
+        for error in [
+            ResponseError::NotEnoughReplicas,
+            ResponseError::NotLeaderOrFollower,
+            ResponseError::UnknownServerError,
+        ] {
+            assert!(matches!(refused(error, DELIVERY / 2), Outcome::Resend(_)));
+            assert_eq!(refused(error, DELIVERY), Outcome::Expired(error), "{error}");
+        }
+        // A resend keeps the time of the first send.
+        let mut again = p.inflight.pop_front().unwrap();
+        p.sequence(&mut again, sent + DELIVERY);
+        assert_eq!(again.first_sent, Some(sent));
+    }
+
+    #[test]
+    fn corrupt_message_is_resent_a_bounded_number_of_times() {
+        let corrupt = ResponseError::CorruptMessage;
+        let mut p = partition();
+        queue(&mut p, 1, 1);
+        for _ in 0..CORRUPT_RESENDS {
+            send(&mut p);
+            assert_eq!(answer(&mut p, 0, corrupt.code(), -1), None);
+            p.failed = true;
+            p.recover(Instant::now());
+        }
+        send(&mut p);
+        p.outstanding -= 1;
         assert_eq!(
-            judge(ResponseError::UnknownServerError),
-            Outcome::Resend(Resend::Missing)
+            judged(&p, 0, Some((corrupt.code(), -1))),
+            Outcome::Expired(corrupt)
         );
     }
 
@@ -511,16 +760,19 @@ mod tests {
     fn a_stopped_partition_releases_on_any_refusal_but_still_takes_acks() {
         let mut p = partition();
         p.stopped = true;
-        assert_eq!(p.judge(0, None), Outcome::Release);
+        assert_eq!(judged(&p, 0, None), Outcome::Release);
         for error in [
             ResponseError::NotLeaderOrFollower,
             ResponseError::UnknownProducerId,
             ResponseError::OutOfOrderSequenceNumber,
             ResponseError::MessageTooLarge,
         ] {
-            assert_eq!(p.judge(0, Some((error.code(), -1))), Outcome::Release);
+            assert_eq!(judged(&p, 0, Some((error.code(), -1))), Outcome::Release);
         }
-        assert_eq!(p.judge(0, Some((0, 7))), Outcome::Acked { base_offset: 7 });
+        assert_eq!(
+            judged(&p, 0, Some((0, 7))),
+            Outcome::Acked { base_offset: 7 }
+        );
     }
 
     #[test]
@@ -535,7 +787,10 @@ mod tests {
         assert_eq!(p.next_seq, 5);
         // A resent batch keeps its sequence and takes no new one.
         let mut again = p.inflight.pop_front().unwrap();
-        assert_eq!(p.sequence(&mut again).map(|(s, _)| s), Some(0));
+        assert_eq!(
+            p.sequence(&mut again, Instant::now()).map(|(s, _)| s),
+            Some(0)
+        );
         assert_eq!(p.next_seq, 5);
     }
 
@@ -559,45 +814,144 @@ mod tests {
     }
 
     #[test]
-    fn an_ack_takes_every_earlier_entry_with_its_target_offset() {
+    fn answers_settle_in_order_each_with_its_own_target_offset() {
         let mut p = partition();
         for (records, next) in [(3, 3), (2, 5), (0, 6), (1, 7)] {
             queue(&mut p, records, next);
             send(&mut p);
         }
         p.backoff.next_delay();
-        let done = p.take_acked(3, 100).unwrap();
-        let got: Vec<(Option<i32>, i64, Option<i64>)> = done
-            .iter()
-            .map(|(e, base)| (e.seq, e.source_next, *base))
-            .collect();
-        // The batch at sequence 0 was acknowledged implicitly: its records end right
-        // before 100. The position-only entry behind comes along.
+        // The answer for sequence 3 comes first: it waits for the one before it.
+        assert_eq!(answer(&mut p, 3, 0, 100), None);
+        assert!(settle(&mut p).is_empty());
+        assert!(!p.confirmed);
+        assert_eq!(answer(&mut p, 0, 0, 97), None);
+        // The position-only entry behind comes along.
         assert_eq!(
-            got,
-            vec![
-                (Some(0), 3, Some(97)),
-                (Some(3), 5, Some(100)),
-                (None, 6, None)
-            ]
+            settle(&mut p),
+            vec![(3, Some(97)), (5, Some(100)), (6, None)]
         );
         assert_eq!(seqs(&p.inflight), vec![Some(5)]);
         assert!(p.confirmed);
         assert_eq!(p.backoff.attempts(), 0);
     }
 
+    /// Item: a target that lost strait's producer state refuses E1 and writes E2 behind it.
     #[test]
-    fn an_ack_without_offset_or_for_no_entry() {
+    fn a_batch_written_behind_a_refused_one_settles_nothing_and_is_written_again() {
+        let mut p = partition();
+        p.confirmed = true;
+        for (records, next) in [(2, 2), (3, 5), (1, 6)] {
+            queue(&mut p, records, next);
+            send(&mut p);
+        }
+        let refused = ResponseError::NotEnoughReplicas.code();
+        assert_eq!(answer(&mut p, 0, refused, -1), None);
+        p.failed = true;
+        assert_eq!(
+            answer(&mut p, 2, 0, 100),
+            Some(Reordered {
+                refused: (0, 2),
+                written_at: 100
+            })
+        );
+        // Reported once: the next batch written behind it adds nothing.
+        assert_eq!(answer(&mut p, 5, 0, 103), None);
+        assert!(
+            settle(&mut p).is_empty(),
+            "the position passed a refused batch"
+        );
+        // All three are written again, in order, with their answers forgotten.
+        p.recover(Instant::now());
+        assert_eq!(seqs(&p.queue), vec![Some(0), Some(2), Some(5)]);
+        assert!(p.queue.iter().all(|e| e.answer == Answer::Pending));
+    }
+
+    #[test]
+    fn the_answer_that_completes_a_reorder_reports_it_whichever_comes_first() {
+        let mut p = partition();
+        p.confirmed = true;
+        for (records, next) in [(2, 2), (3, 5)] {
+            queue(&mut p, records, next);
+            send(&mut p);
+        }
+        assert_eq!(answer(&mut p, 2, 0, 40), None);
+        let refused = ResponseError::MessageTooLarge.code();
+        assert_eq!(
+            answer(&mut p, 0, refused, -1),
+            Some(Reordered {
+                refused: (0, 2),
+                written_at: 40
+            })
+        );
+        assert!(settle(&mut p).is_empty());
+    }
+
+    #[test]
+    fn a_partition_refused_for_long_is_reported_once_per_streak() {
+        let mut p = partition();
+        let t0 = Instant::now();
+        assert_eq!(p.refused(t0), None);
+        assert_eq!(p.refused(t0 + UNWRITABLE_WARN_AFTER / 2), None);
+        let long = t0 + UNWRITABLE_WARN_AFTER;
+        assert_eq!(p.refused(long), Some(UNWRITABLE_WARN_AFTER));
+        assert_eq!(p.refused(long + UNWRITABLE_WARN_AFTER), None, "once");
+        // A batch written ends the streak.
+        queue(&mut p, 1, 1);
+        send(&mut p);
+        answer(&mut p, 0, 0, 0);
+        assert_eq!(settle(&mut p).len(), 1);
+        let later = long + UNWRITABLE_WARN_AFTER * 2;
+        assert_eq!(p.refused(later), None);
+        assert_eq!(
+            p.refused(later + UNWRITABLE_WARN_AFTER),
+            Some(UNWRITABLE_WARN_AFTER)
+        );
+    }
+
+    #[test]
+    fn a_duplicate_without_offset_right_after_a_known_one_follows_it() {
         let mut p = partition();
         queue(&mut p, 2, 2);
         send(&mut p);
-        assert!(p.take_acked(9, 100).is_none());
+        answer(&mut p, 0, 0, 10);
+        assert_eq!(settle(&mut p), vec![(2, Some(10))]);
+        queue(&mut p, 3, 5);
+        send(&mut p);
+        let duplicate = ResponseError::DuplicateSequenceNumber.code();
+        answer(&mut p, 2, duplicate, -1);
+        assert_eq!(settle(&mut p), vec![(5, Some(12))]);
+        // After a new producer identity nothing is known to follow.
+        queue(&mut p, 1, 6);
+        p.restart_sequences();
+        send(&mut p);
+        answer(&mut p, 0, duplicate, -1);
+        assert_eq!(settle(&mut p), vec![(6, None)]);
+    }
+
+    #[test]
+    fn hostile_base_offsets_are_unknown() {
+        for base in [i64::MAX - 1, i64::MAX, -7, i64::MIN] {
+            let mut p = partition();
+            queue(&mut p, 3, 3);
+            send(&mut p);
+            answer(&mut p, 0, 0, base);
+            assert_eq!(settle(&mut p), vec![(3, None)], "{base}");
+        }
+    }
+
+    #[test]
+    fn a_refused_or_unanswered_batch_is_not_settled() {
+        let mut p = partition();
+        queue(&mut p, 2, 2);
+        send(&mut p);
+        assert!(settle(&mut p).is_empty());
+        let written = Outcome::Acked { base_offset: 100 };
+        assert_eq!(p.record(9, written), None, "no entry has sequence 9");
+        answer(&mut p, 0, ResponseError::NotLeaderOrFollower.code(), -1);
+        assert!(settle(&mut p).is_empty());
         assert_eq!(seqs(&p.inflight), vec![Some(0)]);
         assert!(!p.confirmed);
-        let done = p.take_acked(0, -1).unwrap();
-        assert_eq!(done.len(), 1);
-        assert_eq!(done[0].1, None);
-        assert!(p.inflight.is_empty());
     }
 
     #[test]

@@ -60,6 +60,25 @@ impl Strait {
         self.child = Some(child);
     }
 
+    /// SIGSTOP: the process freezes where it is (timers, sockets and all).
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// SIGCONT after [`Strait::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let c = self.child.as_ref().expect("strait is not running");
+        let status = Command::new("kill")
+            .args([signal, &c.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {signal} failed");
+    }
+
     /// SIGKILL: no drain, no commit.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
@@ -87,6 +106,25 @@ impl Strait {
                 );
             }
             std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for the process to exit on its own and returns its status; panics with the log
+    /// after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let c = self.child.as_mut().expect("strait is not running");
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = c.try_wait().unwrap() {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "strait still runs after {timeout:?}\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 

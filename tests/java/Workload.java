@@ -4,7 +4,7 @@
 //           [--idempotent] [--transactional-id ID --txn-size K --abort-every M]
 //           [--value-size S] [--key-space K] [--null-key-every K] [--null-value-every K]
 //           [--headers] [--batch-size BYTES] [--linger-ms MS] [--rate RECORDS_PER_SEC]
-//           [--partition P] [--first I]
+//           [--partition P] [--timestamp MS] [--first-value-size S0] [--first I]
 //   dump --bootstrap B --topic T [--isolation read_committed|read_uncommitted] [--timeout-ms MS]
 //   consume --bootstrap B --topic T --group G --max N [--isolation read_committed|read_uncommitted]
 //           [--timeout-ms MS] [--idle-ms MS]
@@ -15,9 +15,10 @@
 // topic write distinct records):
 //   key     "key-" + (i % keySpace)                  (keySpace defaults to count)
 //           null when nullKeyEvery > 0 and i % nullKeyEvery == nullKeyEvery - 1
-//   value   "value-" + i + "-", padded to S bytes with the letter ('a' + i % 26)
+//   value   "value-" + i + "-", padded to S bytes (S0 for the first record) with the letter ('a' + i % 26)
 //           null when nullValueEvery > 0 and i % nullValueEvery == nullValueEvery - 1
 //   headers (with --headers) h1="v<i>", h2=null, and when i % 5 == 0 a second h1="again-<i>"
+//   timestamp MS when --timestamp is given (CreateTime), else the producer's clock
 // Transactions hold K records each (the last may be shorter); transaction t (0-based) is aborted
 // when abortEvery > 0 and t % abortEvery == abortEvery - 1, after flushing its records so the
 // aborted data is in the log. Prints "produced N committed C aborted A".
@@ -97,6 +98,7 @@ public class Workload {
         long first = num(a, "--first", 0);
         long keySpace = num(a, "--key-space", Math.max(count, 1));
         long valueSize = num(a, "--value-size", 0);
+        long firstValueSize = num(a, "--first-value-size", valueSize);
         long nullKeyEvery = num(a, "--null-key-every", 0);
         long nullValueEvery = num(a, "--null-value-every", 0);
         boolean headers = a.containsKey("--headers");
@@ -105,6 +107,7 @@ public class Workload {
         long abortEvery = num(a, "--abort-every", 0);
         long rate = num(a, "--rate", 0);
         Integer partition = a.containsKey("--partition") ? (int) num(a, "--partition", 0) : null;
+        Long timestamp = a.containsKey("--timestamp") ? num(a, "--timestamp", 0) : null;
 
         Properties p = new Properties();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, req(a, "--bootstrap"));
@@ -117,7 +120,8 @@ public class Workload {
         if (txnId != null) p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
         if (a.containsKey("--batch-size")) p.put(ProducerConfig.BATCH_SIZE_CONFIG, a.get("--batch-size"));
         if (a.containsKey("--linger-ms")) p.put(ProducerConfig.LINGER_MS_CONFIG, a.get("--linger-ms"));
-        p.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG, String.valueOf(Math.max(1 << 20, 2 * valueSize + 4096)));
+        p.put(ProducerConfig.MAX_REQUEST_SIZE_CONFIG,
+                String.valueOf(Math.max(1 << 20, 2 * Math.max(valueSize, firstValueSize) + 4096)));
 
         AtomicReference<Exception> error = new AtomicReference<>();
         Callback cb = (md, e) -> { if (e != null) error.compareAndSet(null, e); };
@@ -130,14 +134,14 @@ public class Workload {
                 byte[] key = nullKeyEvery > 0 && i % nullKeyEvery == nullKeyEvery - 1
                         ? null : utf8("key-" + (i % keySpace));
                 byte[] value = nullValueEvery > 0 && i % nullValueEvery == nullValueEvery - 1
-                        ? null : value(i, valueSize);
+                        ? null : value(i, i == first ? firstValueSize : valueSize);
                 RecordHeaders hs = new RecordHeaders();
                 if (headers) {
                     hs.add("h1", utf8("v" + i));
                     hs.add("h2", null);
                     if (i % 5 == 0) hs.add("h1", utf8("again-" + i));
                 }
-                producer.send(new ProducerRecord<>(topic, partition, key, value, hs), cb);
+                producer.send(new ProducerRecord<>(topic, partition, timestamp, key, value, hs), cb);
                 if (error.get() != null) throw error.get();
                 if (txnId == null) {
                     committed++;

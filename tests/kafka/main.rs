@@ -8,6 +8,8 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod fencing;
 mod harness;
 mod mm2_parity;
 mod replication;
+mod source_log;

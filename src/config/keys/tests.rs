@@ -136,9 +136,8 @@ fn cases() -> Vec<Case> {
                     && c.clusters["target"].send_buffer_bytes == Some(131_072)
             }
         ),
-        case!(Cluster, "security.protocol", "SSL", None, |_, w| warned(
-            w, NI
-        )),
+        case!(Cluster, "security.protocol", "plaintext", None, |_, w| w
+            .is_empty()),
         case!(Flow, "enabled", "true", None, |c, _| c.flows.len() == 2
             && c.flows[1].source == "target"),
         case!(
@@ -375,6 +374,13 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "fencing.transactional.id",
+            "dr-<source>-to-<target>",
+            Some("fencing_transactional_id = \"dr-<source>-to-<target>\""),
+            |c, _| f0(c).fencing_transactional_id.as_deref() == Some("dr-source-to-target")
+        ),
+        case!(
+            Flow,
             "progress.commit.interval.ms",
             "250",
             Some("progress_commit_interval_ms = 250"),
@@ -550,6 +556,27 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "produce.delivery.timeout.ms",
+            "1000",
+            Some("produce_delivery_timeout_ms = 1000"),
+            |c, _| f0(c).produce_delivery_timeout_ms == 1_000
+        ),
+        case!(
+            Flow,
+            "producer.delivery.timeout.ms",
+            "2000",
+            Some("produce_delivery_timeout_ms = 2000"),
+            |c, _| f0(c).produce_delivery_timeout_ms == 2_000
+        ),
+        case!(
+            TargetCluster,
+            "producer.delivery.timeout.ms",
+            "3000",
+            Some("produce_delivery_timeout_ms = 3000"),
+            |c, _| f0(c).produce_delivery_timeout_ms == 3_000
+        ),
+        case!(
+            Flow,
             "produce.linger.ms",
             "5",
             Some("produce_linger_ms = 5"),
@@ -651,6 +678,23 @@ fn cases() -> Vec<Case> {
             warned(w, NI)
         }),
     ]
+}
+
+/// TLS and SASL are not implemented: connecting in plaintext where the operator asked for
+/// encryption or authentication would send the cluster's data in the clear, so any other
+/// protocol is a configuration error naming the key (and so the cluster).
+#[test]
+fn a_security_protocol_other_than_plaintext_is_an_error() {
+    for value in ["SSL", "SASL_SSL", "SASL_PLAINTEXT"] {
+        let text = format!("{PROPS_BASE}target.security.protocol = {value}\n");
+        let e = parse_properties(&text, "mm2.properties")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("mm2.properties:5: target.security.protocol: ") && e.contains(value),
+            "{e}"
+        );
+    }
 }
 
 #[test]

@@ -1,0 +1,501 @@
+//! Engine tests against the scripted fake broker (`kafka::fake_broker`): the answer
+//! sequences a real broker gives only by accident (a batch refused and the next one accepted,
+//! a broker that never answers), with the engine's real loop, requests and connections.
+
+use std::sync::Mutex;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{
+    BrokerId, MetadataResponse, ProduceResponse, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
+
+use super::*;
+use crate::batch::{encode_batch, OwnRecord};
+use crate::fetch::Fetched;
+use crate::kafka::fake_broker::{FakeBroker, Received, Reply};
+
+const PROGRESS: &str = "progress";
+
+/// A source batch of `records` records starting at source offset `base`.
+fn batch(base: i64, records: usize) -> RawBatch {
+    let records: Vec<OwnRecord> = (0..records)
+        .map(|i| OwnRecord {
+            key: None,
+            value: Some(b"v"),
+            timestamp: i as i64,
+        })
+        .collect();
+    let mut bytes = BytesMut::from(&encode_batch(&records, &ProducerStamp::NONE)[..]);
+    bytes[..8].copy_from_slice(&base.to_be_bytes());
+    RawBatch::new(bytes.freeze()).unwrap()
+}
+
+/// A topic as a Produce request names it: by name up to v12, by id from v13 (KIP-516).
+#[derive(Clone)]
+struct Topic {
+    name: &'static str,
+    id: uuid::Uuid,
+}
+
+impl Topic {
+    async fn of(target: &Cluster, name: &'static str) -> Topic {
+        let meta = target.metadata(Some(&[name.to_string()])).await.unwrap();
+        Topic {
+            name,
+            id: meta[0].id,
+        }
+    }
+
+    fn is(&self, t: &kafka_protocol::messages::produce_request::TopicProduceData) -> bool {
+        t.name.0.as_str() == self.name || (t.name.0.is_empty() && t.topic_id == self.id)
+    }
+}
+
+/// The record count of every batch a Produce request carries for `topic`.
+fn produced(request: &Received, topic: &Topic) -> Vec<i32> {
+    let RequestKind::Produce(produce) = &request.body else {
+        return Vec::new();
+    };
+    produce
+        .topic_data
+        .iter()
+        .filter(|t| topic.is(t))
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| p.records.as_ref())
+        .map(|records: &Bytes| RawBatch::new(records.clone()).unwrap().record_count())
+        .collect()
+}
+
+/// An answer to `request` with `code` for `topic`'s partitions and success for the others.
+fn answer(request: &Received, topic: &Topic, code: i16, throttle_ms: i32) -> Reply {
+    let RequestKind::Produce(produce) = &request.body else {
+        return Reply::Default;
+    };
+    let responses = produce
+        .topic_data
+        .iter()
+        .map(|t| {
+            let refused = topic.is(t);
+            TopicProduceResponse::default()
+                .with_name(t.name.clone())
+                .with_topic_id(t.topic_id)
+                .with_partition_responses(
+                    t.partition_data
+                        .iter()
+                        .map(|p| {
+                            PartitionProduceResponse::default()
+                                .with_index(p.index)
+                                .with_error_code(if refused { code } else { 0 })
+                                .with_base_offset(if refused { -1 } else { 0 })
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
+    Reply::Answer(ResponseKind::Produce(
+        ProduceResponse::default()
+            .with_responses(responses)
+            .with_throttle_time_ms(throttle_ms),
+    ))
+}
+
+/// A Metadata answer naming `brokers` (id, `host:port`) and `topics` (name, the leader of
+/// their one partition), whatever was asked.
+fn metadata(brokers: &[(i32, String)], topics: &[(&str, i32)]) -> Reply {
+    let brokers = brokers
+        .iter()
+        .map(|(id, addr)| {
+            let (host, port) = addr.rsplit_once(':').unwrap();
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(*id))
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port.parse().unwrap())
+        })
+        .collect();
+    let topics = topics
+        .iter()
+        .map(|(name, leader)| {
+            MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+                .with_topic_id(uuid::Uuid::from_u128(
+                    name.bytes().fold(1, |id, b| id * 257 + u128::from(b)),
+                ))
+                .with_partitions(vec![MetadataResponsePartition::default()
+                    .with_partition_index(0)
+                    .with_leader_id(BrokerId(*leader))
+                    .with_replica_nodes(vec![BrokerId(*leader)])
+                    .with_isr_nodes(vec![BrokerId(*leader)])])
+        })
+        .collect();
+    Reply::Answer(ResponseKind::Metadata(
+        MetadataResponse::default()
+            .with_brokers(brokers)
+            .with_controller_id(BrokerId(1))
+            .with_topics(topics),
+    ))
+}
+
+/// Broker 1, a fake broker leading `a` and the progress topic, whose metadata says broker 2
+/// at `other` leads `b`.
+async fn broker_beside(other: String) -> FakeBroker {
+    let own: Arc<Mutex<Option<String>>> = Arc::default();
+    let addr = own.clone();
+    let broker = FakeBroker::start(1, &[("a", 1), (PROGRESS, 1)], move |r| match r.body {
+        RequestKind::Metadata(_) => {
+            let own = addr.lock().unwrap().clone().unwrap();
+            metadata(
+                &[(1, own), (2, other.clone())],
+                &[("a", 1), ("b", 2), (PROGRESS, 1)],
+            )
+        }
+        _ => Reply::Default,
+    })
+    .await;
+    *own.lock().unwrap() = Some(broker.addr.clone());
+    broker
+}
+
+fn config() -> ProduceConfig {
+    ProduceConfig {
+        max_in_flight: 5,
+        max_request_bytes: 1 << 20,
+        commit_interval: Duration::from_millis(20),
+        drain_timeout: Duration::from_secs(2),
+        coalesce_bytes: 0,
+        delivery_timeout: Duration::from_secs(120),
+        transactional_id: None,
+    }
+}
+
+/// A running engine writing to `target`.
+struct Running {
+    events: mpsc::Sender<FetchEvent>,
+    stats: watch::Receiver<Stats>,
+    translations: Translations,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<Stats, KafkaError>>,
+    buffer: Arc<Semaphore>,
+}
+
+impl Running {
+    async fn start(target: Cluster, config: ProduceConfig, routes: &[(&str, &str)]) -> Running {
+        let translations = Translations::default();
+        let (syncs, _) = mpsc::unbounded_channel();
+        let mut engine = Engine::new(
+            Arc::new(target),
+            config,
+            PROGRESS,
+            translations.clone(),
+            syncs,
+            Fetcher::detached(),
+        )
+        .await
+        .unwrap();
+        for (source, target) in routes {
+            engine.route(Route {
+                source: TopicPartition::new(*source, 0),
+                target: TopicPartition::new(*target, 0),
+                resume: None,
+            });
+        }
+        let (events, events_rx) = mpsc::channel(16);
+        let (_commands, commands_rx) = mpsc::unbounded_channel();
+        let (stats_tx, stats) = watch::channel(Stats::default());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(engine.run(events_rx, commands_rx, stats_tx, shutdown.clone()));
+        Running {
+            events,
+            stats,
+            translations,
+            shutdown,
+            task,
+            buffer: Arc::new(Semaphore::new(1000)),
+        }
+    }
+
+    /// Hands the engine `batches` of source partition `source`-0, the source's high
+    /// watermark being `high_watermark`.
+    async fn fetched(&self, source: &str, batches: Vec<RawBatch>, high_watermark: i64) {
+        let permit = Arc::new(self.buffer.clone().acquire_owned().await.unwrap());
+        let next_offset = batches.last().map_or(0, RawBatch::next_offset);
+        let batches = batches
+            .into_iter()
+            .map(|batch| Fetched {
+                source_next: batch.next_offset(),
+                batch,
+                offset_deltas: None,
+            })
+            .collect();
+        self.events
+            .send(FetchEvent::Chunk(Chunk {
+                tp: TopicPartition::new(source, 0),
+                batches,
+                next_offset,
+                high_watermark,
+                permit,
+            }))
+            .await
+            .unwrap();
+    }
+
+    fn translate(&self, source: &str, offset: i64) -> Option<i64> {
+        let maps = self.translations.lock().unwrap();
+        maps.get(&TopicPartition::new(source, 0))?.translate(offset)
+    }
+
+    /// Stops the engine; how long it took.
+    async fn stop(self) -> Duration {
+        let started = Instant::now();
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(30), self.task)
+            .await
+            .expect("the engine stops")
+            .unwrap()
+            .unwrap();
+        started.elapsed()
+    }
+}
+
+/// Waits up to 10 s for `done`.
+async fn until(mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// E1 refused, E2 behind it accepted (the target lost strait's producer state): E1 is not
+/// counted as delivered, it is written again (E2 with it, keeping their order), and the
+/// position does not pass E1 before the target acknowledged it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ack_behind_a_refused_batch_does_not_count_it() {
+    let batches: Arc<Mutex<Vec<i32>>> = Arc::default();
+    let seen = batches.clone();
+    let t: Arc<Mutex<Option<Topic>>> = Arc::default();
+    let topic = t.clone();
+    let broker = FakeBroker::start(1, &[("t", 1), (PROGRESS, 1)], move |r| {
+        let Some(t) = topic.lock().unwrap().clone() else {
+            return Reply::Default;
+        };
+        let counts = produced(r, &t);
+        if counts.is_empty() {
+            return Reply::Default;
+        }
+        let mut seen = seen.lock().unwrap();
+        seen.extend(&counts);
+        if seen.len() == 2 {
+            // Hold E1's answer until the engine has sent E2 behind it.
+            std::thread::sleep(Duration::from_millis(300));
+            return answer(r, &t, ResponseError::NotEnoughReplicas.code(), 0);
+        }
+        Reply::Default
+    })
+    .await;
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(5),
+    );
+    *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
+    let mut running = Running::start(target, config(), &[("s", "t")]).await;
+    // E0 (offset 0) first: until the target confirmed one batch only one is in flight.
+    running.fetched("s", vec![batch(0, 1)], 6).await;
+    until(|| running.stats.borrow().lag == 5).await;
+    running
+        .fetched("s", vec![batch(1, 2), batch(3, 3)], 6)
+        .await;
+    // The position must not pass E1 (offsets 1..2) before the target took E1 again.
+    let mut lags = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let lag = running.stats.borrow_and_update().lag;
+        let sent = batches.lock().unwrap().len();
+        lags.push((lag, sent));
+        if lag == 0 {
+            break;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(50), running.stats.changed()).await;
+    }
+    let sent = batches.lock().unwrap().clone();
+    assert_eq!(
+        sent,
+        vec![1, 2, 3, 2, 3],
+        "E1 and E2 are written again, in order"
+    );
+    assert!(
+        lags.iter().all(|&(lag, sent)| lag >= 5 || sent >= 4),
+        "the position passed E1 before it was written again: (lag, batches sent) {lags:?}"
+    );
+    assert_eq!(lags.last().map(|l| l.0), Some(0), "{lags:?}");
+    // The target holds E0, E2's orphan copy, then E1 and E2 again, contiguous: the map
+    // points at the copies written in order.
+    let (e1, e2) = (
+        running.translate("s", 1).unwrap(),
+        running.translate("s", 3).unwrap(),
+    );
+    assert!(
+        e1 >= 4,
+        "E1 is written after E0 and E2's orphan copy, at {e1}"
+    );
+    assert_eq!(e2, e1 + 2, "E2 follows E1");
+    running.stop().await;
+}
+
+/// Waits up to `limit` for `done`; how long it took (`limit` when it never came).
+async fn within(limit: Duration, mut done: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !done() && started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    started.elapsed()
+}
+
+/// A broker that accepts TCP and never answers (not even ApiVersions) holds up neither the
+/// batches to the other broker nor the shutdown: it is dialled in the background.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_broker_holds_up_neither_the_others_nor_shutdown() {
+    let silent = FakeBroker::silent().await;
+    let broker = broker_beside(silent.addr.clone()).await;
+    let timeout = Duration::from_secs(3);
+    let target = Cluster::new("target", vec![broker.addr.clone()], "strait", timeout);
+    let config = ProduceConfig {
+        drain_timeout: Duration::from_secs(1),
+        ..config()
+    };
+    let running = Running::start(target, config, &[("sa", "a"), ("sb", "b")]).await;
+    running.fetched("sb", vec![batch(0, 1)], 1).await;
+    running.fetched("sa", vec![batch(0, 1)], 2).await;
+    let took = within(timeout, || running.translate("sa", 0).is_some()).await;
+    assert!(
+        took < Duration::from_secs(2),
+        "the first batch to broker 1 took {took:?}"
+    );
+    running.fetched("sa", vec![batch(1, 1)], 2).await;
+    let took = within(timeout, || running.translate("sa", 1) == Some(1)).await;
+    assert!(
+        took < Duration::from_secs(2),
+        "the second batch to broker 1 took {took:?}"
+    );
+    // The drain gives up on the batch for broker 2 at its timeout (1 s).
+    let took = running.stop().await;
+    assert!(took < Duration::from_millis(2500), "shutdown took {took:?}");
+}
+
+/// A broker that refuses every connection is dialled again with a growing backoff, not on
+/// every turn of the loop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_refusing_connections_is_redialled_with_backoff() {
+    let refusing = FakeBroker::start(2, &[], |_| Reply::Close).await;
+    let broker = broker_beside(refusing.addr.clone()).await;
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(3),
+    );
+    let running = Running::start(target, config(), &[("sb", "b")]).await;
+    running.fetched("sb", vec![batch(0, 1)], 1).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // 50 ms doubling (half-jittered) to 5 s: at most 7 dials in 1.5 s.
+    let dials = refusing.received().len();
+    assert!((1..=8).contains(&dials), "{dials} dials in 1.5 s");
+    running.stop().await;
+}
+
+/// A broker's throttle time holds its requests back for at most the request timeout, and
+/// does not hold up the shutdown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_throttle_time_is_capped_at_the_request_timeout() {
+    let mut produced = 0;
+    let broker = FakeBroker::start(1, &[("a", 1), (PROGRESS, 1)], move |r| match r.body {
+        RequestKind::Produce(_) => {
+            produced += 1;
+            if produced == 1 {
+                answer(
+                    r,
+                    &Topic {
+                        name: "-",
+                        id: uuid::Uuid::nil(),
+                    },
+                    0,
+                    i32::MAX,
+                )
+            } else {
+                Reply::Default
+            }
+        }
+        _ => Reply::Default,
+    })
+    .await;
+    let timeout = Duration::from_secs(1);
+    let target = Cluster::new("target", vec![broker.addr.clone()], "strait", timeout);
+    let mut running = Running::start(target, config(), &[("sa", "a")]).await;
+    running.fetched("sa", vec![batch(0, 1)], 2).await;
+    until(|| running.stats.borrow_and_update().lag == 1).await;
+    let started = Instant::now();
+    running.fetched("sa", vec![batch(1, 1)], 2).await;
+    let took = within(Duration::from_secs(5), || {
+        running.stats.borrow_and_update().lag == 0
+    })
+    .await;
+    assert!(
+        took < timeout + Duration::from_millis(700),
+        "throttled for {took:?}, more than the request timeout"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(500),
+        "the throttle was ignored"
+    );
+    let took = running.stop().await;
+    assert!(took < Duration::from_secs(1), "shutdown took {took:?}");
+}
+
+/// CORRUPT_MESSAGE for a batch whose CRC strait recomputed is resent a few times, then its
+/// partition stops, its position still before the batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_message_stops_the_partition_after_a_few_resends() {
+    let sends = Arc::new(Mutex::new(0));
+    let counted = sends.clone();
+    let t: Arc<Mutex<Option<Topic>>> = Arc::default();
+    let topic = t.clone();
+    let broker = FakeBroker::start(1, &[("t", 1), (PROGRESS, 1)], move |r| {
+        let Some(t) = topic.lock().unwrap().clone() else {
+            return Reply::Default;
+        };
+        if produced(r, &t).is_empty() {
+            return Reply::Default;
+        }
+        *counted.lock().unwrap() += 1;
+        answer(r, &t, ResponseError::CorruptMessage.code(), 0)
+    })
+    .await;
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(2),
+    );
+    *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
+    let mut running = Running::start(target, config(), &[("s", "t")]).await;
+    running.fetched("s", vec![batch(0, 2)], 2).await;
+    until(|| running.stats.borrow_and_update().stopped == 1).await;
+    assert_eq!(
+        running.stats.borrow().stopped,
+        1,
+        "the partition is stopped"
+    );
+    assert_eq!(
+        *sends.lock().unwrap(),
+        1 + partition::CORRUPT_RESENDS as usize
+    );
+    assert_eq!(running.translate("s", 0), None, "nothing counts as written");
+    running.stop().await;
+}
