@@ -38,6 +38,8 @@ pub struct PartitionReport {
 pub struct DuplicateRun {
     /// How many records.
     pub len: usize,
+    /// The lowest source index among them: where the resend started.
+    pub first: usize,
     /// The highest source index among them (its position in the source partition): the last
     /// record the target had before the fault that caused the resend.
     pub last: usize,
@@ -122,8 +124,13 @@ fn compare_partition(source: &[Vec<u8>], target: &[Vec<u8>]) -> PartitionReport 
         };
         seen[i] = true;
         if i < next {
-            let run = run.get_or_insert(DuplicateRun { len: 0, last: i });
+            let run = run.get_or_insert(DuplicateRun {
+                len: 0,
+                first: i,
+                last: i,
+            });
             run.len += 1;
+            run.first = run.first.min(i);
             run.last = run.last.max(i);
             continue;
         }
