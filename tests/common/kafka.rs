@@ -33,8 +33,13 @@ impl Cluster {
     /// Starts a new cluster on free ports; `extra` are broker `key=value` settings (they
     /// override the defaults, e.g. `advertised.listeners=PLAINTEXT://127.0.0.1:PROXY_PORT`).
     pub fn start(name: &str, extra: &[&str]) -> Cluster {
+        Cluster::start_on(name, free_port_pair(), extra)
+    }
+
+    /// [`Cluster::start`] on `port` (and `port + 1` for the controller), for settings that name
+    /// the port (`tests/common/proxy.rs` adds a listener behind a fault proxy).
+    pub fn start_on(name: &str, port: u16, extra: &[&str]) -> Cluster {
         fetch();
-        let port = free_port_pair();
         let c = Cluster {
             name: name.to_string(),
             bootstrap: format!("127.0.0.1:{port}"),
@@ -53,6 +58,24 @@ impl Cluster {
     /// Stops the broker (SIGTERM, SIGKILL after 20 s); the data stays.
     pub fn stop(&self) {
         script(&["stop", path_str(&self.data_dir)]);
+    }
+
+    /// SIGKILL: the broker dies at once, without a clean shutdown; the data stays (what it had
+    /// written, not what it had acknowledged only from memory: the page cache survives).
+    pub fn kill9(&self) {
+        let pidfile = self.data_dir.join("broker.pid");
+        let Ok(pid) = std::fs::read_to_string(&pidfile) else {
+            return;
+        };
+        let pid = pid.trim();
+        let _ = Command::new("kill").args(["-KILL", pid]).status();
+        let stat = format!("/proc/{pid}/stat");
+        let gone =
+            || std::fs::read_to_string(&stat).map_or(true, |s| s.split(' ').nth(2) == Some("Z"));
+        while !gone() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = std::fs::remove_file(pidfile);
     }
 
     /// Starts the broker again on the same port and data directory (after [`Cluster::stop`]).

@@ -1,3 +1,5 @@
 #![allow(dead_code)]
 pub mod kafka;
+pub mod proxy;
+pub mod sequence;
 pub mod strait;

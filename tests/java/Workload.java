@@ -4,17 +4,18 @@
 //           [--idempotent] [--transactional-id ID --txn-size K --abort-every M]
 //           [--value-size S] [--key-space K] [--null-key-every K] [--null-value-every K]
 //           [--headers] [--batch-size BYTES] [--linger-ms MS] [--rate RECORDS_PER_SEC]
-//           [--partition P] [--timestamp MS] [--first-value-size S0]
+//           [--partition P] [--timestamp MS] [--first-value-size S0] [--first I]
 //   dump --bootstrap B --topic T [--isolation read_committed|read_uncommitted] [--timeout-ms MS]
 //   consume --bootstrap B --topic T --group G --max N [--isolation read_committed|read_uncommitted]
 //           [--timeout-ms MS] [--idle-ms MS]
 //   committed --bootstrap B --group G
 //   train --bootstrap B   (exercise the commands above and Mm2Client once, for a CDS archive)
 //
-// Record i (0-based) produced by `produce`:
+// Record i produced by `produce`, i from I (default 0) to I + N - 1 (so that successive runs on one
+// topic write distinct records):
 //   key     "key-" + (i % keySpace)                  (keySpace defaults to count)
 //           null when nullKeyEvery > 0 and i % nullKeyEvery == nullKeyEvery - 1
-//   value   "value-" + i + "-", padded to S bytes (S0 for record 0) with the letter ('a' + i % 26)
+//   value   "value-" + i + "-", padded to S bytes (S0 for the first record) with the letter ('a' + i % 26)
 //           null when nullValueEvery > 0 and i % nullValueEvery == nullValueEvery - 1
 //   headers (with --headers) h1="v<i>", h2=null, and when i % 5 == 0 a second h1="again-<i>"
 //   timestamp MS when --timestamp is given (CreateTime), else the producer's clock
@@ -94,6 +95,7 @@ public class Workload {
     static void produce(Map<String, String> a) throws Exception {
         String topic = req(a, "--topic");
         long count = num(a, "--count", 0);
+        long first = num(a, "--first", 0);
         long keySpace = num(a, "--key-space", Math.max(count, 1));
         long valueSize = num(a, "--value-size", 0);
         long firstValueSize = num(a, "--first-value-size", valueSize);
@@ -127,12 +129,12 @@ public class Workload {
         long start = System.nanoTime();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
             if (txnId != null) producer.initTransactions();
-            for (long i = 0; i < count; i++) {
+            for (long i = first; i < first + count; i++) {
                 if (txnId != null && inTxn == 0) producer.beginTransaction();
                 byte[] key = nullKeyEvery > 0 && i % nullKeyEvery == nullKeyEvery - 1
                         ? null : utf8("key-" + (i % keySpace));
                 byte[] value = nullValueEvery > 0 && i % nullValueEvery == nullValueEvery - 1
-                        ? null : value(i, i == 0 ? firstValueSize : valueSize);
+                        ? null : value(i, i == first ? firstValueSize : valueSize);
                 RecordHeaders hs = new RecordHeaders();
                 if (headers) {
                     hs.add("h1", utf8("v" + i));
@@ -143,7 +145,7 @@ public class Workload {
                 if (error.get() != null) throw error.get();
                 if (txnId == null) {
                     committed++;
-                } else if (++inTxn == txnSize || i == count - 1) {
+                } else if (++inTxn == txnSize || i == first + count - 1) {
                     producer.flush();
                     if (error.get() != null) throw error.get();
                     if (abortEvery > 0 && txnIndex % abortEvery == abortEvery - 1) {
@@ -157,7 +159,7 @@ public class Workload {
                     txnIndex++;
                 }
                 if (rate > 0) {
-                    long due = start + (i + 1) * 1_000_000_000L / rate;
+                    long due = start + (i - first + 1) * 1_000_000_000L / rate;
                     long wait = due - System.nanoTime();
                     if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
                 }
