@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz smoke run for CI: builds every cargo-fuzz target of fuzz/ and runs each for a short
-# while on its seed corpus from testdata/, in a temporary corpus directory (nothing is
+# while on its seed corpus from testdata/ (seeds, and testdata/fuzz-corpus/: the kept corpus
+# of the last long campaign), in a temporary corpus directory (nothing is
 # written into the repository except the git-ignored fuzz/artifacts).
 # Fails if any target crashes, runs out of memory or times out, printing the input that did.
 #
@@ -87,6 +88,12 @@ for f in testdata/frames/*.bin; do
         { printf "\\x$(printf %02x "$key")\\x$(printf %02x "$version")\\x$(printf %02x "$chunking")"
           cat "$f"; } >"$work/frame/$name-$chunking"
     done
+done
+
+# Each target's corpus as the last long campaign left it (minimized with `cargo fuzz cmin`):
+# inputs the seeds alone take the fuzzer a long time to reach.
+for target in batch frame; do
+    cp testdata/fuzz-corpus/"$target"/* "$work/$target/"
 done
 
 # --- build and run -----------------------------------------------------------------------------
