@@ -49,6 +49,8 @@ fn target_and_source_restarts_lose_nothing() {
     let mut strait = Strait::start(&config, "properties").allow(&[
         "cannot reach target broker",
         "produce request failed; will resend",
+        "its fetching paused",
+        "its fetching paused",
         "target metadata refresh failed",
         "heartbeat not written",
         "cannot place partitions on source leaders yet",
@@ -174,6 +176,7 @@ fn assert_noticed(strait: &Strait, what: &str, patterns: &[&str]) {
 const TARGET_DOWN: &[&str] = &[
     "cannot reach target broker",
     "produce request failed; will resend",
+    "its fetching paused",
     "target metadata refresh failed",
     "heartbeat not written",
 ];

@@ -37,6 +37,7 @@ const MAX_IN_FLIGHT: u64 = 5;
 const FAULT_WARNINGS: &[&str] = &[
     "cannot reach target broker",
     "produce request failed; will resend",
+    "its fetching paused",
     "target metadata refresh failed",
     "heartbeat not written",
     "target lost strait's producer state",

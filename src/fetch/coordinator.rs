@@ -1,5 +1,5 @@
-//! The fetcher task of one flow: takes the flow's orders (assign, forget), looks up the
-//! leader (Metadata) and, for partitions without a position, the start offset by policy
+//! The fetcher task of one flow: takes the flow's orders (assign or resume, forget), looks up
+//! the leader (Metadata) and, for partitions without a position, the start offset by policy
 //! (ListOffsets) of each partition, and places it on that leader's fetch session, starting
 //! the session if needed. Partitions a session hands back (their leader moved) are placed
 //! again, with backoff, keeping their position and last fetched epoch, unless their topic
@@ -38,6 +38,9 @@ pub(super) struct Coordinator {
     forgotten: HashSet<TopicPartition>,
     /// Homeless partitions of re-created topics: they start at the log start.
     recreated: HashSet<TopicPartition>,
+    /// The latest assignment generation of each partition: a session may hand back an
+    /// assignment from before a pause after the resume, which must not replace the new one.
+    generations: HashMap<TopicPartition, u32>,
 }
 
 impl Coordinator {
@@ -61,6 +64,7 @@ impl Coordinator {
             homeless: Vec::new(),
             forgotten: HashSet::new(),
             recreated: HashSet::new(),
+            generations: HashMap::new(),
         }
     }
 
@@ -97,7 +101,8 @@ impl Coordinator {
                     }
                 }
                 Some(a) = rehome_rx.recv() => {
-                    if !self.forgotten.contains(&a.tp) {
+                    let current = self.generations.get(&a.tp).is_none_or(|&g| g <= a.generation);
+                    if !self.forgotten.contains(&a.tp) && current {
                         self.homeless.push(a);
                     }
                 }
@@ -123,6 +128,8 @@ impl Coordinator {
         match order {
             Order::Assign(a) => {
                 self.forgotten.remove(&a.tp);
+                self.generations.insert(a.tp.clone(), a.generation);
+                self.homeless.retain(|h| h.tp != a.tp);
                 self.homeless.push(a);
                 true
             }
@@ -219,6 +226,7 @@ impl Coordinator {
                     leader_epoch,
                     offset,
                     last_epoch: a.origin.map_or(-1, |o| o.leader_epoch),
+                    generation: a.generation,
                 };
                 let order = SessionOrder::Place(placed);
                 if let Err(mpsc::error::SendError(order)) = self.session(leader, rehome).send(order)

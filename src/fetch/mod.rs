@@ -56,6 +56,11 @@ pub struct Chunk {
     /// The source position after this chunk (past dropped batches too).
     pub next_offset: i64,
     pub high_watermark: i64,
+    /// The assignment of the partition this chunk was fetched under ([`Fetcher::resume`]):
+    /// a chunk fetched before a pause can arrive after the resume, and only this tells it
+    /// apart (an offset cannot: compaction leaves gaps, so a fresh chunk may legitimately
+    /// start past the position asked for).
+    pub generation: u32,
     /// The Fetch response this chunk came from, held against the flow's buffer: its batches
     /// are slices of that response's one buffer, which lives until the last of them is gone,
     /// so the whole response counts until every chunk of it is released.
@@ -124,12 +129,15 @@ pub enum FetchError {
 
 /// A partition handed to the fetcher, with its start position (`None`: reset by policy).
 #[derive(Debug, Clone)]
-struct Assignment {
-    tp: TopicPartition,
-    offset: Option<i64>,
+pub(crate) struct Assignment {
+    pub(crate) tp: TopicPartition,
+    pub(crate) offset: Option<i64>,
     /// The log the position belongs to (from the session that hands the partition back, or
     /// from the progress it resumes from); `None` when unknown.
     origin: Option<Lineage>,
+    /// Which assignment of the partition this is (0 for the first, then one per resume): its
+    /// chunks carry it, and a session handing back an older one is not heard.
+    pub(crate) generation: u32,
 }
 
 /// What the fetcher saw the source logs do that lost or rewrote records, for the metrics:
@@ -192,10 +200,10 @@ impl FetchStats {
 
 /// What the flow asks of the fetcher task.
 #[derive(Debug)]
-enum Order {
+pub(crate) enum Order {
     Assign(Assignment),
-    /// Stop fetching a partition (its target refused it): reading it on would only load the
-    /// source for batches nobody sends.
+    /// Stop fetching a partition (its target refused it, for good or for now): reading it on
+    /// would only load the source for batches nobody sends.
     Forget(TopicPartition),
 }
 
@@ -230,10 +238,18 @@ impl Fetcher {
     /// A handle whose orders go nowhere: for tests of the produce engine on its own.
     #[cfg(test)]
     pub(crate) fn detached() -> Fetcher {
-        Fetcher {
-            orders: mpsc::unbounded_channel().0,
+        Fetcher::scripted().0
+    }
+
+    /// A handle whose orders come out of the receiver: for tests that play the source.
+    #[cfg(test)]
+    pub(crate) fn scripted() -> (Fetcher, mpsc::UnboundedReceiver<Order>) {
+        let (orders, rx) = mpsc::unbounded_channel();
+        let fetcher = Fetcher {
+            orders,
             stats: Arc::default(),
-        }
+        };
+        (fetcher, rx)
     }
 
     /// Starts fetching `tp` at `offset` (`None`: where the reset policy says). `origin`, the
@@ -241,9 +257,24 @@ impl Fetcher {
     /// while strait was away: a re-created topic starts at its log start, a truncated one
     /// rewinds to where it diverged.
     pub fn assign(&self, tp: TopicPartition, offset: Option<i64>, origin: Option<Lineage>) {
-        let _ = self
-            .orders
-            .send(Order::Assign(Assignment { tp, offset, origin }));
+        let _ = self.orders.send(Order::Assign(Assignment {
+            tp,
+            offset,
+            origin,
+            generation: 0,
+        }));
+    }
+
+    /// Fetches `tp` again from `offset` after a pause ([`Fetcher::forget`]), as its
+    /// assignment `generation` (higher than any before): chunks of earlier generations still
+    /// on their way are the caller's to drop.
+    pub fn resume(&self, tp: TopicPartition, offset: i64, origin: Lineage, generation: u32) {
+        let _ = self.orders.send(Order::Assign(Assignment {
+            tp,
+            offset: Some(offset),
+            origin: Some(origin),
+            generation,
+        }));
     }
 
     /// What the source logs did that lost or rewrote records, so far.
@@ -251,7 +282,7 @@ impl Fetcher {
         self.stats.counts()
     }
 
-    /// Stops fetching `tp` until it is assigned again.
+    /// Stops fetching `tp` until it is assigned (or resumed) again.
     pub fn forget(&self, tp: TopicPartition) {
         let _ = self.orders.send(Order::Forget(tp));
     }

@@ -42,6 +42,8 @@ pub(super) struct Placed {
     pub(super) leader_epoch: i32,
     pub(super) offset: i64,
     pub(super) last_epoch: i32,
+    /// Its assignment's generation, which its chunks carry (`Chunk::generation`).
+    pub(super) generation: u32,
 }
 
 impl Placed {
@@ -54,6 +56,7 @@ impl Placed {
                 topic_id: self.topic_id,
                 leader_epoch: self.last_epoch,
             }),
+            generation: self.generation,
         }
     }
 }
@@ -401,15 +404,19 @@ impl Session {
         delivery: Delivery,
         permit: &Arc<OwnedSemaphorePermit>,
     ) {
-        if let Some(p) = self.parts.get_mut(&tp) {
-            p.offset = delivery.next_offset;
-            p.last_epoch = delivery.last_epoch.unwrap_or(p.last_epoch);
-        }
+        // A partition that left the session meanwhile (forgotten) has nobody to read it.
+        let Some(p) = self.parts.get_mut(&tp) else {
+            return;
+        };
+        p.offset = delivery.next_offset;
+        p.last_epoch = delivery.last_epoch.unwrap_or(p.last_epoch);
+        let generation = p.generation;
         let chunk = Chunk {
             tp,
             batches: delivery.batches,
             next_offset: delivery.next_offset,
             high_watermark: delivery.high_watermark,
+            generation,
             permit: permit.clone(),
         };
         let _ = self.events.send(FetchEvent::Chunk(chunk)).await;

@@ -9,6 +9,10 @@
 //!   sequences once the partition's outstanding requests are back;
 //! * a batch the target refuses for good stops its partition alone, and the fetcher stops
 //!   reading it; leaders unknown or moved are looked up in the background;
+//! * a partition the target keeps refusing (`partition::PAUSE_AFTER`) lets go of its batches
+//!   not sent yet and its fetching is paused, so that it cannot fill the fetch buffer and
+//!   stall the others; once the target writes what it kept, fetching resumes right after
+//!   it, under a new assignment generation that tells stale chunks from fresh ones;
 //! * what the target acknowledged becomes the partition's `Position`, the only thing the
 //!   progress topic ever records (DESIGN.md rule 8).
 //!
@@ -151,7 +155,8 @@ pub struct Engine {
     /// Where the breakpoints of the offset maps go, as MM2 offset syncs, and which positions
     /// their durable syncs cover (all that `commit` may write).
     syncs: SyncSender,
-    /// The source side, told to stop reading the partitions the target refuses.
+    /// The source side, told to stop reading the partitions the target refuses (for good,
+    /// or until it writes them again).
     fetcher: Fetcher,
     /// Bytes of one progress record batch at most (`progress::batch_bytes`).
     progress_batch_bytes: usize,
@@ -340,9 +345,11 @@ impl Engine {
         let Some(&i) = self
             .by_source
             .get(&chunk.tp)
-            .filter(|&&i| !self.parts[i].stopped)
+            .filter(|&&i| self.parts[i].takes(chunk.generation))
         else {
-            // Unrouted or stopped: dropping the chunk releases its share of the fetch buffer.
+            // Unrouted, stopped, or fetched before a pause (its batches were let go, and are
+            // fetched again from where the kept ones end): dropping the chunk releases its
+            // share of the fetch buffer.
             return;
         };
         let Chunk {
@@ -739,6 +746,12 @@ impl Engine {
                 }
                 part.failed = true;
                 part.needs_metadata |= resend.looks_up_leader();
+                if i != self.progress_part {
+                    if let Some(from) = part.pause(Instant::now()) {
+                        tracing::warn!(source = %part.source, target = %part.target, code = code.code(), error = %error, source_offset = from, "the target keeps refusing the partition: its batches not sent yet are let go and its fetching paused until the target writes it again");
+                        self.fetcher.forget(part.source.clone());
+                    }
+                }
             }
             Outcome::Stop(code) | Outcome::Expired(code) => {
                 let error = produce_error(part, code);
@@ -761,6 +774,12 @@ impl Engine {
         let done = self.parts[i].settle();
         if !done.is_empty() {
             self.acknowledged(i, done);
+        }
+        let part = &mut self.parts[i];
+        if let Some(from) = part.resume() {
+            tracing::info!(source = %part.source, target = %part.target, source_offset = from, "the target writes the partition again: fetching it resumes");
+            self.fetcher
+                .resume(part.source.clone(), from, part.lineage, part.generation);
         }
         if self.parts[i].stopped {
             self.parts[i].release();

@@ -152,6 +152,12 @@ pub(super) const CORRUPT_RESENDS: u32 = 3;
 /// below `min.insync.replicas` or a deleted remote topic do not.
 pub(super) const UNWRITABLE_WARN_AFTER: Duration = Duration::from_secs(10);
 
+/// How long a partition may be refused before its batches not sent yet are let go and its
+/// fetching paused (`Partition::pause`): each queued chunk holds its whole Fetch response
+/// against `buffer.bytes`, so a partition refused for longer than elections take would
+/// otherwise fill the buffer and stall every other partition of the flow.
+pub(super) const PAUSE_AFTER: Duration = Duration::from_secs(3);
+
 /// The errors after which the partition's leader is looked up again.
 const LEADERSHIP: [ResponseError; 5] = [
     ResponseError::UnknownTopicOrPartition,
@@ -193,6 +199,11 @@ pub(super) struct Partition {
     /// wrote), and whether that was reported.
     refused_since: Option<Instant>,
     warned: bool,
+    /// The assignment generation whose chunks the partition takes (`fetch::Chunk::generation`);
+    /// each pause moves it on, so chunks fetched before the pause are dropped.
+    pub generation: u32,
+    /// Fetching is paused (`pause`) until the batches kept are written (`resume`).
+    pub paused: bool,
 }
 
 impl Partition {
@@ -228,6 +239,8 @@ impl Partition {
             follows: None,
             refused_since: None,
             warned: false,
+            generation: 0,
+            paused: false,
         }
     }
 
@@ -416,6 +429,49 @@ impl Partition {
         }
         self.warned = true;
         Some(refusing)
+    }
+
+    /// The target has refused the partition for `PAUSE_AFTER` by `now`: lets go of the
+    /// queued batches never sent (dropping them releases their share of the fetch buffer),
+    /// keeps those that have a sequence (in flight, or waiting to be resent: the target's
+    /// sequence check needs them to come back), and moves to the next assignment generation.
+    /// Returns the source offset after the last batch kept, where fetching goes on when the
+    /// partition is resumed; `None` (nothing done) unless it is due and something is kept to
+    /// tell when the target writes again.
+    pub fn pause(&mut self, now: Instant) -> Option<i64> {
+        let due = self
+            .refused_since
+            .is_some_and(|since| now.saturating_duration_since(since) >= PAUSE_AFTER);
+        // Sent entries (with a sequence) come first in the queue: requeued ones go in front.
+        let kept = self.queue.iter().take_while(|e| e.seq.is_some()).count();
+        if self.paused || self.stopped || !due || (kept == 0 && self.inflight.is_empty()) {
+            return None;
+        }
+        self.queue.truncate(kept);
+        self.paused = true;
+        self.generation = self.generation.wrapping_add(1);
+        self.queue
+            .back()
+            .or(self.inflight.back())
+            .map(|e| e.source_next)
+    }
+
+    /// Whether a chunk fetched under assignment `generation` is queued: not for a stopped
+    /// partition, nor one fetched before a pause (its batches were let go with the others
+    /// and are fetched again from where the kept ones end; an offset cannot tell it, as
+    /// compaction gaps let a fresh chunk start past the position asked for).
+    pub fn takes(&self, generation: u32) -> bool {
+        !self.stopped && self.generation == generation
+    }
+
+    /// A paused partition whose kept batches are all written is fetched again: returns the
+    /// source offset to fetch from, right after the last batch kept (all acknowledged now).
+    pub fn resume(&mut self) -> Option<i64> {
+        if !self.paused || self.stopped || !self.idle() {
+            return None;
+        }
+        self.paused = false;
+        Some(self.acked.source_next)
     }
 
     /// The target offset of the first record of `batch`, written with sequence `seq` at
@@ -1039,5 +1095,45 @@ mod tests {
         p.outstanding = 0;
         p.release();
         assert!(p.idle());
+    }
+
+    #[test]
+    fn a_chunk_fetched_before_a_pause_is_dropped_after_the_resume() {
+        let mut p = partition();
+        queue(&mut p, 2, 2);
+        queue(&mut p, 3, 5);
+        assert_eq!(send(&mut p), Some(0));
+        // Fetched before the pause, not sent yet: the target keeps refusing the one in flight.
+        queue(&mut p, 1, 6);
+        queue(&mut p, 0, 9);
+        let refused_at = Instant::now();
+        assert!(answer(&mut p, 0, ResponseError::NotEnoughReplicas.code(), -1).is_none());
+        p.failed = true;
+        assert_eq!(p.refused(refused_at), None);
+        assert_eq!(p.pause(refused_at), None, "not refused long enough yet");
+        let later = refused_at + PAUSE_AFTER;
+        assert_eq!(
+            p.pause(later),
+            Some(2),
+            "fetching goes on after the batch kept"
+        );
+        assert_eq!(p.queue.len(), 0, "the batches never sent are let go");
+        assert_eq!(seqs(&p.inflight), vec![Some(0)], "the one in flight stays");
+        assert_eq!(p.pause(later), None, "paused once");
+        assert!(!p.takes(0), "a chunk still on its way is dropped");
+        assert_eq!(p.resume(), None, "not written yet");
+        // Resent and written.
+        p.recover(later);
+        assert_eq!(send(&mut p), Some(0));
+        assert!(answer(&mut p, 0, 0, 7).is_none());
+        assert_eq!(settle(&mut p), vec![(2, Some(7))]);
+        p.acked.source_next = 2;
+        assert_eq!(p.resume(), Some(2));
+        assert!(
+            !p.takes(0),
+            "a chunk fetched before the pause is dropped after the resume"
+        );
+        assert!(p.takes(1), "chunks of the resumed assignment are taken");
+        assert_eq!(p.resume(), None, "resumed once");
     }
 }

@@ -190,6 +190,16 @@ struct Running {
 
 impl Running {
     async fn start(target: Cluster, config: ProduceConfig, routes: &[(&str, &str)]) -> Running {
+        Running::start_with(target, config, routes, Fetcher::detached()).await
+    }
+
+    /// `start`, the engine's orders to the source side going to `fetcher`.
+    async fn start_with(
+        target: Cluster,
+        config: ProduceConfig,
+        routes: &[(&str, &str)],
+        fetcher: Fetcher,
+    ) -> Running {
         let translations = Translations::default();
         const SYNCS: &str = "mm2-offset-syncs.target.internal";
         let syncs_broker = FakeBroker::start(1, &[(SYNCS, 1)], |_| Reply::Default).await;
@@ -213,7 +223,7 @@ impl Running {
             PROGRESS,
             translations.clone(),
             syncs,
-            Fetcher::detached(),
+            fetcher,
         )
         .await
         .unwrap();
@@ -260,6 +270,7 @@ impl Running {
                 batches,
                 next_offset,
                 high_watermark,
+                generation: 0,
                 permit,
             }))
             .await
@@ -563,5 +574,170 @@ async fn corrupt_message_stops_the_partition_after_a_few_resends() {
         1 + partition::CORRUPT_RESENDS as usize
     );
     assert_eq!(running.translate("s", 0), None, "nothing counts as written");
+    running.stop().await;
+}
+
+/// A source batch of `records` records from source offset `base`, each record's timestamp
+/// its source offset: what the target wrote tells where it came from.
+fn timed_batch(base: i64, records: usize) -> RawBatch {
+    let records: Vec<OwnRecord> = (0..records)
+        .map(|i| OwnRecord {
+            key: None,
+            value: Some(b"v"),
+            timestamp: base + i as i64,
+        })
+        .collect();
+    let mut bytes = BytesMut::from(&encode_batch(&records, &ProducerStamp::NONE)[..]);
+    bytes[..8].copy_from_slice(&base.to_be_bytes());
+    RawBatch::new(bytes.freeze()).unwrap()
+}
+
+/// Plays the source side for the engine: `logs` holds each source partition's batches (by
+/// name, partition 0), read from offset 0 under generation 0 as the flow assigns them. Every
+/// chunk is one batch holding its bytes of `buffer`, as a Fetch response does. A forgotten
+/// partition is no longer read; a resumed one is read from the offset asked for, but first
+/// a chunk fetched before its pause arrives (its log's last batch, stale generation), as
+/// one still on its way would.
+async fn play_source(
+    mut orders: mpsc::UnboundedReceiver<crate::fetch::Order>,
+    events: mpsc::Sender<FetchEvent>,
+    logs: Vec<(&'static str, Vec<RawBatch>)>,
+    buffer: Arc<Semaphore>,
+) {
+    use crate::fetch::Order;
+    // (name, log, next offset or None when not read, generation)
+    let mut parts: Vec<(&str, Vec<RawBatch>, Option<i64>, u32)> = logs
+        .into_iter()
+        .map(|(name, log)| (name, log, Some(0), 0))
+        .collect();
+    let chunk = |name: &str, batch: &RawBatch, generation: u32, permit| {
+        FetchEvent::Chunk(Chunk {
+            tp: TopicPartition::new(name, 0),
+            batches: vec![Fetched {
+                source_next: batch.next_offset(),
+                batch: batch.clone(),
+                offset_deltas: None,
+            }],
+            next_offset: batch.next_offset(),
+            high_watermark: 1 << 20,
+            generation,
+            permit: Arc::new(permit),
+        })
+    };
+    let spare = Arc::new(Semaphore::new(1 << 20));
+    loop {
+        let mut sent = false;
+        while let Ok(order) = orders.try_recv() {
+            let (tp, at) = match order {
+                Order::Forget(tp) => (tp, None),
+                Order::Assign(a) => (a.tp, Some((a.offset.unwrap(), a.generation))),
+            };
+            let Some(p) = parts.iter_mut().find(|p| *p.0 == *tp.topic) else {
+                continue;
+            };
+            p.2 = at.map(|(offset, _)| offset);
+            if let Some((_, generation)) = at {
+                let stale = p.1.last().unwrap();
+                let permit = spare.clone().acquire_owned().await.unwrap();
+                if events.send(chunk(p.0, stale, p.3, permit)).await.is_err() {
+                    return;
+                }
+                p.3 = generation;
+            }
+        }
+        for (name, log, next, generation) in &mut parts {
+            let Some(batch) = next.and_then(|n| log.iter().find(|b| b.base_offset() == n)) else {
+                continue;
+            };
+            let Ok(permit) = buffer.clone().try_acquire_many_owned(batch.len() as u32) else {
+                continue;
+            };
+            *next = Some(batch.next_offset());
+            if events
+                .send(chunk(name, batch, *generation, permit))
+                .await
+                .is_err()
+            {
+                return;
+            }
+            sent = true;
+        }
+        if !sent {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// One target partition answers NOT_ENOUGH_REPLICAS for a while, another works: the working
+/// one keeps flowing though the refused one has more than the whole fetch buffer waiting
+/// (its unsent batches are let go and its fetching paused), and once the refused partition
+/// is written again it resumes where it stopped: every record arrives once, in order (a
+/// chunk fetched before the pause and arriving after the resume is not written).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_partition_is_paused_alone_and_resumes_in_order() {
+    let refusing = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let refuse = refusing.clone();
+    // The source offsets of the batches of `b` the target wrote (the target numbers them
+    // itself: each record's timestamp is its source offset), in order, and record counts.
+    let written: Arc<Mutex<Vec<(i64, i32)>>> = Arc::default();
+    let write = written.clone();
+    let t: Arc<Mutex<Option<Topic>>> = Arc::default();
+    let topic = t.clone();
+    let broker = FakeBroker::start(1, &[("a", 1), ("b", 1), (PROGRESS, 1)], move |r| {
+        let Some(b) = topic.lock().unwrap().clone() else {
+            return Reply::Default;
+        };
+        if refuse.load(std::sync::atomic::Ordering::SeqCst) {
+            return answer(r, &b, ResponseError::NotEnoughReplicas.code(), 0);
+        }
+        if let RequestKind::Produce(produce) = &r.body {
+            let records = produce
+                .topic_data
+                .iter()
+                .filter(|t| b.is(t))
+                .flat_map(|t| &t.partition_data)
+                .filter_map(|p| p.records.clone());
+            for bytes in records {
+                let batch = RawBatch::new(bytes).unwrap();
+                write
+                    .lock()
+                    .unwrap()
+                    .push((batch.base_timestamp(), batch.record_count()));
+            }
+        }
+        Reply::Default
+    })
+    .await;
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(5),
+    );
+    *t.lock().unwrap() = Some(Topic::of(&target, "b").await);
+    let (fetcher, orders) = Fetcher::scripted();
+    let running = Running::start_with(target, config(), &[("sa", "a"), ("sb", "b")], fetcher).await;
+    let log = |n: i64| (0..n).map(|i| timed_batch(i * 10, 10)).collect::<Vec<_>>();
+    let buffer_bytes = 20 * log(1)[0].len();
+    let source = tokio::spawn(play_source(
+        orders,
+        running.events.clone(),
+        vec![("sb", log(100)), ("sa", log(100))],
+        Arc::new(Semaphore::new(buffer_bytes)),
+    ));
+    let took = within(Duration::from_secs(20), || running.position("sa") == 1000).await;
+    assert_eq!(
+        running.position("sa"),
+        1000,
+        "the working partition stalled behind the refused one (after {took:?})"
+    );
+    assert!(running.position("sb") < 0, "b was refused throughout");
+    refusing.store(false, std::sync::atomic::Ordering::SeqCst);
+    within(Duration::from_secs(20), || running.position("sb") == 1000).await;
+    assert_eq!(running.position("sb"), 1000, "b is written once accepted");
+    let written = written.lock().unwrap().clone();
+    let expected: Vec<(i64, i32)> = (0..100).map(|i| (i * 10, 10)).collect();
+    assert_eq!(written, expected, "b's records arrive once each, in order");
+    source.abort();
     running.stop().await;
 }
