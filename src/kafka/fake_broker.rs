@@ -59,7 +59,6 @@ impl Received {
 }
 
 /// What the fake broker does with a request.
-#[derive(Debug)]
 pub enum Reply {
     /// The built-in answer (see the module doc), or a connection cut for a request without one.
     Default,
@@ -71,7 +70,14 @@ pub enum Reply {
     Close,
     /// Writes the first half of this answer's frame, then closes the connection.
     CutMidFrame(ResponseKind),
+    /// This answer, held until a later request on the same connection for which the
+    /// predicate is true has arrived (or [`HOLD_LIMIT`] passed): the slow answer a client
+    /// pipelined more requests behind, without guessing how long the client takes.
+    AnswerAfter(ResponseKind, Box<dyn Fn(&Received) -> bool + Send>),
 }
+
+/// How long [`Reply::AnswerAfter`] holds an answer at most.
+pub const HOLD_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The script: called for every request in arrival order.
 pub type Script = Box<dyn FnMut(&Received) -> Reply + Send>;
@@ -215,9 +221,39 @@ async fn serve(
                 let _ = stream.write_all(&frame[..frame.len() / 2]).await;
                 return;
             }
+            Reply::AnswerAfter(answer, next) => {
+                hold(&mut stream, &mut buf, connection, next).await;
+                match encode(&received.header, &answer) {
+                    Some(frame) => frame,
+                    None => return,
+                }
+            }
         };
         if stream.write_all(&frame).await.is_err() {
             return;
+        }
+    }
+}
+
+/// Reads (without consuming) until a buffered request satisfies `next`, the connection
+/// closes or [`HOLD_LIMIT`] passes.
+async fn hold(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    connection: usize,
+    next: Box<dyn Fn(&Received) -> bool + Send>,
+) {
+    let deadline = tokio::time::Instant::now() + HOLD_LIMIT;
+    loop {
+        let mut queued = buf.clone();
+        while let Ok(Some(frame)) = codec::decode_frame(&mut queued, codec::MAX_FRAME_BYTES) {
+            if decode(frame, connection).is_some_and(|r| next(&r)) {
+                return;
+            }
+        }
+        match tokio::time::timeout_at(deadline, stream.read_buf(buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return,
         }
     }
 }

@@ -330,9 +330,13 @@ async fn an_ack_behind_a_refused_batch_does_not_count_it() {
         let mut seen = seen.lock().unwrap();
         seen.extend(&counts);
         if seen.len() == 2 {
-            // Hold E1's answer until the engine has sent E2 behind it.
-            std::thread::sleep(Duration::from_millis(300));
-            return answer(r, &t, ResponseError::NotEnoughReplicas.code(), 0);
+            // Hold E1's answer until the engine has sent E2 (3 records) behind it.
+            let Reply::Answer(refused) = answer(r, &t, ResponseError::NotEnoughReplicas.code(), 0)
+            else {
+                unreachable!("a Produce request is answered");
+            };
+            let t = t.clone();
+            return Reply::AnswerAfter(refused, Box::new(move |r| produced(r, &t) == [3]));
         }
         Reply::Default
     })
