@@ -753,22 +753,19 @@ impl Engine {
                     }
                 }
             }
-            Outcome::Stop(code) | Outcome::Expired(code) => {
+            Outcome::Stop(code) => {
                 let error = produce_error(part, code);
-                let entry = part.inflight.iter().find(|e| e.seq == Some(seq));
-                let at = entry
-                    .and_then(|e| e.batch.as_ref())
-                    .map_or(-1, RawBatch::base_offset);
-                if matches!(outcome, Outcome::Expired(_)) {
-                    let for_ms = entry
-                        .and_then(|e| e.first_sent)
-                        .map_or(0, |t| t.elapsed().as_millis() as u64);
-                    tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, refused_for_ms = for_ms, "partition stopped: the target kept refusing a batch past produce.delivery.timeout.ms (CORRUPT_MESSAGE: past its resends)");
-                } else {
-                    tracing::error!(source = %part.source, target = %part.target, source_offset = at, code = code.code(), error = %error, "partition stopped: the target refused a batch");
-                }
-                self.fetcher.forget(part.source.clone());
-                self.stop(i);
+                self.give_up(i, seq, &error, false);
+            }
+            Outcome::Expired(resend) => {
+                let error = match resend.error() {
+                    Some(code) => produce_error(part, code),
+                    None => KafkaError::Other(format!(
+                        "Produce for {}: the responses lack the partition",
+                        part.target
+                    )),
+                };
+                self.give_up(i, seq, &error, true);
             }
         }
         let done = self.parts[i].settle();
@@ -784,6 +781,27 @@ impl Engine {
         if self.parts[i].stopped {
             self.parts[i].release();
         }
+    }
+
+    /// Stops partition `i`, whose batch with sequence `seq` the target refused for good
+    /// (`error`), or past the delivery timeout (`expired`), with an ERROR naming both sides
+    /// and the source offset a restart resumes at.
+    fn give_up(&mut self, i: usize, seq: i32, error: &KafkaError, expired: bool) {
+        let part = &self.parts[i];
+        let entry = part.inflight.iter().find(|e| e.seq == Some(seq));
+        let at = entry
+            .and_then(|e| e.batch.as_ref())
+            .map_or(-1, RawBatch::base_offset);
+        if expired {
+            let for_ms = entry
+                .and_then(|e| e.first_sent)
+                .map_or(0, |t| t.elapsed().as_millis() as u64);
+            tracing::error!(source = %part.source, target = %part.target, source_offset = at, error = %error, refused_for_ms = for_ms, "partition stopped: the target kept refusing a batch past produce.delivery.timeout.ms (CORRUPT_MESSAGE: past its resends)");
+        } else {
+            tracing::error!(source = %part.source, target = %part.target, source_offset = at, error = %error, "partition stopped: the target refused a batch");
+        }
+        self.fetcher.forget(part.source.clone());
+        self.stop(i);
     }
 
     /// Makes acknowledged entries of partition `i` count: positions, statistics, offset maps

@@ -108,9 +108,10 @@ pub(super) enum Outcome {
     Resend(Resend),
     /// The target refuses the batch for good: stop the partition.
     Stop(ResponseError),
-    /// The target kept refusing the batch with this error past `delivery.timeout.ms` (or
-    /// past `CORRUPT_RESENDS` for CORRUPT_MESSAGE): stop the partition.
-    Expired(ResponseError),
+    /// The target kept refusing the batch (or answering without its partition) past
+    /// `delivery.timeout.ms` (or past `CORRUPT_RESENDS` for CORRUPT_MESSAGE): stop the
+    /// partition.
+    Expired(Resend),
 }
 
 /// Why the producer id is re-initialised.
@@ -139,6 +140,15 @@ impl Resend {
     /// Whether the partition's leader must be looked up before resending.
     pub fn looks_up_leader(self) -> bool {
         matches!(self, Resend::Missing | Resend::Leadership(_))
+    }
+
+    /// The Kafka error the target refused with; `None` when it did not answer for the
+    /// partition at all.
+    pub fn error(self) -> Option<ResponseError> {
+        match self {
+            Resend::Missing => None,
+            Resend::Leadership(error) | Resend::Later(error) => Some(error),
+        }
     }
 }
 
@@ -260,8 +270,9 @@ impl Partition {
 
     /// What the answer for the batch sent with sequence `seq` means: `answer` is its error
     /// code and base offset, `None` when the Produce response lacks the partition. A
-    /// refusal worth retrying becomes `Expired` once the batch was first sent longer than
-    /// `delivery_timeout` before `now`, like the Java producer's `delivery.timeout.ms`.
+    /// refusal worth retrying, or an answer lacking the partition, becomes `Expired` once the
+    /// batch was first sent longer than `delivery_timeout` before `now`, like the Java
+    /// producer's `delivery.timeout.ms`.
     pub fn judge(
         &self,
         seq: i32,
@@ -283,7 +294,7 @@ impl Partition {
             return Outcome::Release;
         }
         let Some(error) = error else {
-            return Outcome::Resend(Resend::Missing);
+            return self.retry(seq, Resend::Missing, now, delivery_timeout);
         };
         match error {
             ResponseError::UnknownProducerId => Outcome::ResetProducer(Reset::LostState(error)),
@@ -314,18 +325,16 @@ impl Partition {
     /// `Resend(resend)` for the batch with sequence `seq`, unless it was refused too long
     /// (or too often, for CORRUPT_MESSAGE): then `Expired`.
     fn retry(&self, seq: i32, resend: Resend, now: Instant, delivery_timeout: Duration) -> Outcome {
-        let (Resend::Leadership(error) | Resend::Later(error)) = resend else {
-            return Outcome::Resend(resend);
-        };
         let Some(entry) = self.inflight.iter().find(|e| e.seq == Some(seq)) else {
             return Outcome::Resend(resend);
         };
         let expired = entry
             .first_sent
             .is_some_and(|t| now.saturating_duration_since(t) >= delivery_timeout);
-        let corrupt = error == ResponseError::CorruptMessage && entry.corrupt >= CORRUPT_RESENDS;
+        let corrupt = resend.error() == Some(ResponseError::CorruptMessage)
+            && entry.corrupt >= CORRUPT_RESENDS;
         if expired || corrupt {
-            Outcome::Expired(error)
+            Outcome::Expired(resend)
         } else {
             Outcome::Resend(resend)
         }
@@ -786,8 +795,14 @@ mod tests {
             ResponseError::UnknownServerError,
         ] {
             assert!(matches!(refused(error, DELIVERY / 2), Outcome::Resend(_)));
-            assert_eq!(refused(error, DELIVERY), Outcome::Expired(error), "{error}");
+            assert!(
+                matches!(refused(error, DELIVERY), Outcome::Expired(r) if r.error() == Some(error)),
+                "{error}"
+            );
         }
+        let lacking = |after: Duration| p.judge(0, None, sent + after, DELIVERY);
+        assert_eq!(lacking(DELIVERY / 2), Outcome::Resend(Resend::Missing));
+        assert_eq!(lacking(DELIVERY), Outcome::Expired(Resend::Missing));
         // A resend keeps the time of the first send.
         let mut again = p.inflight.pop_front().unwrap();
         p.sequence(&mut again, sent + DELIVERY);
@@ -809,7 +824,7 @@ mod tests {
         p.outstanding -= 1;
         assert_eq!(
             judged(&p, 0, Some((corrupt.code(), -1))),
-            Outcome::Expired(corrupt)
+            Outcome::Expired(Resend::Later(corrupt))
         );
     }
 

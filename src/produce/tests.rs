@@ -76,13 +76,21 @@ fn produced(request: &Received, topic: &Topic) -> Vec<i32> {
 
 /// An answer to `request` with `code` for `topic`'s partitions and success for the others.
 fn answer(request: &Received, topic: &Topic, code: i16, throttle_ms: i32) -> Reply {
+    respond(request, topic, Some(code), throttle_ms)
+}
+
+/// An answer to `request` that lacks `topic`'s partitions (`code` `None`) or gives them
+/// `code`, and success for the others.
+fn respond(request: &Received, topic: &Topic, code: Option<i16>, throttle_ms: i32) -> Reply {
     let RequestKind::Produce(produce) = &request.body else {
         return Reply::Default;
     };
     let responses = produce
         .topic_data
         .iter()
+        .filter(|t| code.is_some() || !topic.is(t))
         .map(|t| {
+            let code = code.unwrap_or(0);
             let refused = topic.is(t);
             TopicProduceResponse::default()
                 .with_name(t.name.clone())
@@ -576,6 +584,54 @@ async fn corrupt_message_stops_the_partition_after_a_few_resends() {
     assert_eq!(
         *sends.lock().unwrap(),
         1 + partition::CORRUPT_RESENDS as usize
+    );
+    assert_eq!(running.translate("s", 0), None, "nothing counts as written");
+    running.stop().await;
+}
+
+/// A Produce response that keeps lacking a partition (a broker bug, or a response of
+/// another request) is resent like a refusal worth retrying, within
+/// `produce.delivery.timeout.ms`: then the partition stops, its position still before the
+/// batch, instead of resending forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_missing_from_every_answer_stops_after_the_delivery_timeout() {
+    let sends = Arc::new(Mutex::new(0));
+    let counted = sends.clone();
+    let t: Arc<Mutex<Option<Topic>>> = Arc::default();
+    let topic = t.clone();
+    let broker = FakeBroker::start(1, &[("t", 1), (PROGRESS, 1)], move |r| {
+        let Some(t) = topic.lock().unwrap().clone() else {
+            return Reply::Default;
+        };
+        if produced(r, &t).is_empty() {
+            return Reply::Default;
+        }
+        *counted.lock().unwrap() += 1;
+        respond(r, &t, None, 0)
+    })
+    .await;
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(2),
+    );
+    *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
+    let config = ProduceConfig {
+        delivery_timeout: Duration::from_secs(1),
+        ..config()
+    };
+    let mut running = Running::start(target, config, &[("s", "t")]).await;
+    running.fetched("s", vec![batch(0, 2)], 2).await;
+    until(|| running.stats.borrow_and_update().stopped == 1).await;
+    assert_eq!(
+        running.stats.borrow().stopped,
+        1,
+        "the partition is stopped once the delivery timeout passed"
+    );
+    assert!(
+        *sends.lock().unwrap() >= 2,
+        "the batch was resent meanwhile"
     );
     assert_eq!(running.translate("s", 0), None, "nothing counts as written");
     running.stop().await;
