@@ -49,9 +49,11 @@ pub async fn run(
     if !await_internal_topic(&target, &topic, config.replication_factor, &shutdown).await? {
         return Ok(());
     }
-    let tp = TopicPartition::new(topic.as_str(), 0);
-    let mut emitted: HashMap<(String, TopicPartition), Checkpoint> = HashMap::new();
-    let mut batch_bytes = MAX_BATCH_BYTES;
+    let mut emitter = Emitter {
+        tp: TopicPartition::new(topic.as_str(), 0),
+        emitted: HashMap::new(),
+        batch_bytes: MAX_BATCH_BYTES,
+    };
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sync_tick = tokio::time::interval(
@@ -60,37 +62,69 @@ pub async fn run(
             .unwrap_or(Duration::from_secs(3600)),
     );
     sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // A round on its way is cut short by `shutdown` too: what it did not write is written
+    // again by the next process, and group offsets only ever move forward.
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
-            _ = tick.tick() => {
-                match checkpoints(&config, &source, &translations).await {
-                    Ok(all) => {
-                        let fresh: Vec<&Checkpoint> = all
-                            .iter()
-                            .filter(|c| emitted.get(&(c.consumer_group_id.clone(), c.topic_partition.clone())) != Some(*c))
-                            .collect();
-                        if fresh.is_empty() {
-                            continue;
-                        }
-                        let records: Vec<_> = fresh.iter().map(|c| (c.encode_key(), c.encode_value())).collect();
-                        let (written, error) = write(&target, &tp, &records, &mut batch_bytes).await;
-                        tracing::debug!(count = written, topic = %topic, "checkpoints written");
-                        for c in &fresh[..written] {
-                            emitted.insert((c.consumer_group_id.clone(), c.topic_partition.clone()), (*c).clone());
-                        }
-                        if let Some(e) = error {
-                            tracing::warn!(topic = %topic, error = %e, unwritten = fresh.len() - written, "checkpoints not written");
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "cannot read source consumer groups"),
-                }
-            }
-            _ = sync_tick.tick(), if config.sync_group_offsets.is_some() => {
-                if let Err(e) = sync_groups(&target, emitted.values()).await {
+            _ = tick.tick() => tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                () = emitter.emit(&config, &source, &target, &translations) => {}
+            },
+            _ = sync_tick.tick(), if config.sync_group_offsets.is_some() => tokio::select! {
+                _ = shutdown.cancelled() => return Ok(()),
+                synced = sync_groups(&target, emitter.emitted.values()) => if let Err(e) = synced {
                     tracing::warn!(error = %e, "group offset sync failed; retrying at the next interval");
                 }
+            },
+        }
+    }
+}
+
+/// What the checkpoint task wrote so far: the last checkpoint of each group-partition (one
+/// is written again only when it changed) and the batch size the topic accepts.
+struct Emitter {
+    tp: TopicPartition,
+    emitted: HashMap<(String, TopicPartition), Checkpoint>,
+    batch_bytes: usize,
+}
+
+impl Emitter {
+    /// One round: translates the groups' committed offsets and writes the checkpoints that
+    /// changed.
+    async fn emit(
+        &mut self,
+        config: &CheckpointConfig,
+        source: &Cluster,
+        target: &Cluster,
+        translations: &Translations,
+    ) {
+        let all = match checkpoints(config, source, translations).await {
+            Ok(all) => all,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read source consumer groups");
+                return;
             }
+        };
+        let key = |c: &Checkpoint| (c.consumer_group_id.clone(), c.topic_partition.clone());
+        let fresh: Vec<&Checkpoint> = all
+            .iter()
+            .filter(|c| self.emitted.get(&key(c)) != Some(*c))
+            .collect();
+        if fresh.is_empty() {
+            return;
+        }
+        let records: Vec<_> = fresh
+            .iter()
+            .map(|c| (c.encode_key(), c.encode_value()))
+            .collect();
+        let (written, error) = write(target, &self.tp, &records, &mut self.batch_bytes).await;
+        tracing::debug!(count = written, topic = %self.tp.topic, "checkpoints written");
+        for c in &fresh[..written] {
+            self.emitted.insert(key(c), (*c).clone());
+        }
+        if let Some(e) = error {
+            tracing::warn!(topic = %self.tp.topic, error = %e, unwritten = fresh.len() - written, "checkpoints not written");
         }
     }
 }
@@ -243,4 +277,64 @@ async fn sync_groups<'a>(
         tracing::info!(%group, partitions = forward.len(), "group offsets synced to the target");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use kafka_protocol::messages::RequestKind;
+
+    use super::*;
+    use crate::kafka::fake_broker::{FakeBroker, Reply};
+
+    /// A round the source never answers (its ListGroups stalls) does not hold up shutdown
+    /// until the request times out: the task ends as soon as the flow stops.
+    #[tokio::test]
+    async fn shutdown_does_not_wait_for_a_round_the_source_never_answers() {
+        let asked = Arc::new(AtomicBool::new(false));
+        let seen = asked.clone();
+        let source = FakeBroker::start(1, &[], move |r| match r.body {
+            RequestKind::ListGroups(_) => {
+                seen.store(true, Ordering::SeqCst);
+                Reply::Stall
+            }
+            _ => Reply::Default,
+        })
+        .await;
+        let target =
+            FakeBroker::start(1, &[("a.checkpoints.internal", 1)], |_| Reply::Default).await;
+        let cluster = |name: &str, broker: &FakeBroker| {
+            Arc::new(Cluster::new(
+                name,
+                vec![broker.addr.clone()],
+                "strait-test",
+                Duration::from_secs(60),
+            ))
+        };
+        let config = CheckpointConfig {
+            source_alias: "a".into(),
+            groups: GroupFilter::default(),
+            policy: ReplicationPolicy::default(),
+            interval: Duration::from_millis(100),
+            sync_group_offsets: None,
+            replication_factor: 1,
+        };
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(run(
+            config,
+            cluster("a", &source),
+            cluster("b", &target),
+            Translations::default(),
+            shutdown.clone(),
+        ));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !asked.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(asked.load(Ordering::SeqCst), "a round asked for the groups");
+        shutdown.cancel();
+        let ended = tokio::time::timeout(Duration::from_secs(5), task).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
+    }
 }

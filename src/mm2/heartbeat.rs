@@ -25,7 +25,8 @@ pub struct HeartbeatConfig {
     pub replication_factor: i16,
 }
 
-/// Emits heartbeats until `shutdown`. Failures are logged and retried at the next tick:
+/// Emits heartbeats until `shutdown`, which also cuts short a heartbeat on its way (it is
+/// not worth a wait at shutdown). Failures are logged and retried at the next tick:
 /// a missed heartbeat is what a lag dashboard should see, not a reason to stop replicating.
 pub async fn run(
     config: HeartbeatConfig,
@@ -52,15 +53,23 @@ pub async fn run(
             &[(heartbeat.encode_key(), heartbeat.encode_value())],
             heartbeat.timestamp,
         );
-        if let Err(e) = append(&target, &tp, &batch).await {
-            tracing::warn!(topic = %config.topic, error = %e, "heartbeat not written");
+        tokio::select! {
+            _ = shutdown.cancelled() => return Ok(()),
+            written = append(&target, &tp, &batch) => if let Err(e) = written {
+                tracing::warn!(topic = %config.topic, error = %e, "heartbeat not written");
+            }
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use kafka_protocol::messages::RequestKind;
+
     use super::*;
+    use crate::kafka::fake_broker::{FakeBroker, Reply};
 
     /// A target unreachable when the task starts (nothing listens on loopback port 9) must
     /// not end the task: it retries until the target answers or the flow stops.
@@ -85,6 +94,45 @@ mod tests {
         assert!(!task.is_finished(), "gave up: {:?}", task.await);
         shutdown.cancel();
         let ended = tokio::time::timeout(Duration::from_secs(2), task).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
+    }
+
+    /// A heartbeat the target never answers does not hold up shutdown until the request
+    /// times out: the task ends as soon as the flow stops.
+    #[tokio::test]
+    async fn shutdown_does_not_wait_for_an_unanswered_heartbeat() {
+        let produced = Arc::new(AtomicBool::new(false));
+        let seen = produced.clone();
+        let broker = FakeBroker::start(1, &[("heartbeats", 1)], move |r| match r.body {
+            RequestKind::Produce(_) => {
+                seen.store(true, Ordering::SeqCst);
+                Reply::Stall
+            }
+            _ => Reply::Default,
+        })
+        .await;
+        let target = Arc::new(Cluster::new(
+            "b",
+            vec![broker.addr.clone()],
+            "strait-test",
+            Duration::from_secs(60),
+        ));
+        let config = HeartbeatConfig {
+            source_alias: "a".into(),
+            target_alias: "b".into(),
+            topic: "heartbeats".into(),
+            interval: Duration::from_millis(100),
+            replication_factor: 1,
+        };
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(run(config, target, shutdown.clone()));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !produced.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(produced.load(Ordering::SeqCst), "a heartbeat was sent");
+        shutdown.cancel();
+        let ended = tokio::time::timeout(Duration::from_secs(5), task).await;
         assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
     }
 }
