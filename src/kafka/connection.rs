@@ -459,6 +459,38 @@ fn api_name(key: i16) -> &'static str {
 mod tests {
     use super::*;
 
+    /// An address that drops SYNs (here: a loopback listener whose accept queue is full)
+    /// fails within `CONNECT_TIMEOUT`, not after the request timeout, which may be minutes.
+    #[tokio::test]
+    async fn a_dial_that_is_never_answered_gives_up_after_the_connect_timeout() {
+        let socket = TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listener = socket.listen(0).unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Never accepted: the first fills the accept queue, later SYNs are dropped.
+        let mut fillers = Vec::new();
+        for _ in 0..3 {
+            fillers.push(tokio::spawn(TcpStream::connect(addr)));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let started = std::time::Instant::now();
+        let dialled = Connection::connect(
+            &addr.to_string(),
+            "strait-test",
+            Duration::from_secs(120),
+            None,
+        )
+        .await;
+        let took = started.elapsed();
+        assert!(
+            matches!(dialled, Err(KafkaError::Timeout { api: "connect", .. })),
+            "{:?}",
+            dialled.err()
+        );
+        assert!(took < Duration::from_secs(60), "gave up after {took:?}");
+        drop(listener);
+    }
+
     #[test]
     fn picks_the_highest_common_version() {
         let mut broker = HashMap::new();
