@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Test harness for real Apache Kafka brokers (KRaft, one combined broker+controller node per
-# cluster, loopback only). Jars come from Maven Central; nothing else is downloaded.
+# cluster, plus broker-only nodes where a test joins them; loopback only). Jars come from Maven
+# Central; nothing else is downloaded.
 #
 #   scripts/kafka.sh fetch                          download jars, build the tests/java tools
 #                                                   (Workload, Mm2Client); print the cache dir
@@ -8,6 +9,11 @@
 #   scripts/kafka.sh start NAME PORT DATA_DIR [k=v ...]
 #                                                   format + start a broker on PORT (controller
 #                                                   on PORT+1), wait until ready, print bootstrap
+#   scripts/kafka.sh join NAME PORT DATA_DIR NODE_DIR NODE_ID [k=v ...]
+#                                                   start a broker-only node NODE_ID (>= 2) on
+#                                                   PORT in the cluster whose combined node runs
+#                                                   from NODE_DIR (same cluster id, its
+#                                                   controller as the quorum), print bootstrap
 #   scripts/kafka.sh stop DATA_DIR                  SIGTERM (then SIGKILL after 20 s)
 #   scripts/kafka.sh tool CLASS ARGS...             run a Kafka / tests/java main class
 #
@@ -199,26 +205,50 @@ start() {
     start_broker "$@"
 }
 
-# start_broker NAME PORT DATA_DIR [key=value ...]; expects fetched jars.
+join() {
+    [[ $# -ge 5 ]] || die "usage: join NAME PORT DATA_DIR NODE_DIR NODE_ID [key=value ...]"
+    local node_dir="$4" node_id="$5"
+    [[ "$node_id" =~ ^[0-9]+$ && "$node_id" -ge 2 ]] || die "bad node id: $node_id"
+    # The combined node's quorum and cluster id, as it wrote them.
+    JOIN_VOTERS="$(sed -n 's/^controller.quorum.voters=//p' "$node_dir/server.properties")"
+    JOIN_CLUSTER_ID="$(sed -n 's/^cluster.id=//p' "$node_dir/logs/meta.properties")"
+    [[ -n "$JOIN_VOTERS" && -n "$JOIN_CLUSTER_ID" ]] || die "no cluster started from $node_dir"
+    JOIN_NODE_ID="$node_id"
+    fetch
+    start_broker "$1" "$2" "$3" "${@:6}"
+}
+
+# start_broker NAME PORT DATA_DIR [key=value ...]; expects fetched jars. A combined
+# broker+controller node 1 of a new cluster (controller on PORT+1), or with JOIN_NODE_ID,
+# JOIN_VOTERS and JOIN_CLUSTER_ID set (`join`), a broker-only node of an existing one.
 start_broker() {
     local name="$1" port="$2" dir="$3"
     shift 3
     [[ "$port" =~ ^[0-9]+$ ]] || die "bad port: $port"
     mkdir -p "$dir"
     dir="$(cd "$dir" && pwd)"
-    local cport=$((port + 1))
+    local cport=$((port + 1)) node_id="${JOIN_NODE_ID:-1}"
     if [[ -f "$dir/broker.pid" ]] && alive "$(cat "$dir/broker.pid")"; then
         die "$name: broker already running (pid $(cat "$dir/broker.pid"))"
     fi
     port_open "$port" && die "$name: port $port is already in use"
-    port_open "$cport" && die "$name: controller port $cport is already in use"
+    if [[ -z "${JOIN_NODE_ID:-}" ]]; then
+        port_open "$cport" && die "$name: controller port $cport is already in use"
+    fi
 
     {
         echo "# cluster $name"
-        echo "process.roles=broker,controller"
-        echo "node.id=1"
-        echo "controller.quorum.voters=1@127.0.0.1:$cport"
-        echo "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
+        if [[ -n "${JOIN_NODE_ID:-}" ]]; then
+            echo "process.roles=broker"
+            echo "node.id=$node_id"
+            echo "controller.quorum.voters=$JOIN_VOTERS"
+            echo "listeners=PLAINTEXT://127.0.0.1:$port"
+        else
+            echo "process.roles=broker,controller"
+            echo "node.id=1"
+            echo "controller.quorum.voters=1@127.0.0.1:$cport"
+            echo "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
+        fi
         echo "advertised.listeners=PLAINTEXT://127.0.0.1:$port"
         echo "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
         echo "controller.listener.names=CONTROLLER"
@@ -266,9 +296,14 @@ EOF
     cds_opts broker
     # Format once (static quorum: no --standalone / --initial-controllers needed). The format
     # writes meta.properties and a bootstrap.checkpoint of feature levels that is the same for
-    # every cluster of this Kafka version: keep it and skip that JVM next time.
+    # every cluster of this Kafka version: keep it and skip that JVM next time. A broker-only
+    # node needs only meta.properties, with the cluster id of the node it joins.
     if [[ ! -f "$dir/logs/meta.properties" ]]; then
-        if [[ -f "$CACHE/bootstrap.checkpoint" ]]; then
+        if [[ -n "${JOIN_NODE_ID:-}" ]]; then
+            mkdir -p "$dir/logs"
+            printf 'node.id=%s\ndirectory.id=%s\nversion=1\ncluster.id=%s\n' \
+                "$node_id" "$(random_uuid)" "$JOIN_CLUSTER_ID" >"$dir/logs/meta.properties"
+        elif [[ -f "$CACHE/bootstrap.checkpoint" ]]; then
             mkdir -p "$dir/logs"
             cp "$CACHE/bootstrap.checkpoint" "$dir/logs/bootstrap.checkpoint"
             printf 'node.id=1\ndirectory.id=%s\nversion=1\ncluster.id=%s\n' \
@@ -374,7 +409,8 @@ case "$cmd" in
     fetch) fetch; echo "$CACHE" ;;
     classpath) fetch; echo "$CP" ;;
     start) start "$@" ;;
+    join) join "$@" ;;
     stop) stop "$@" ;;
     tool) tool "$@" ;;
-    *) die "usage: kafka.sh fetch|classpath|start|stop|tool ..." ;;
+    *) die "usage: kafka.sh fetch|classpath|start|join|stop|tool ..." ;;
 esac

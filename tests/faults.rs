@@ -1,7 +1,8 @@
 //! Fault tests: the brokers go away under a running strait and come back, or the network
 //! between them fails (a Toxiproxy between strait and each cluster: outages longer than
 //! `request.timeout.ms`, a half-open blackhole, latency with a bandwidth cap, connection resets
-//! in the middle of requests). Nothing may be lost, order per partition holds, and strait keeps
+//! in the middle of requests), or the source's partition leader is elected uncleanly while
+//! strait is frozen (SIGSTOP). Nothing may be lost, order per partition holds, and strait keeps
 //! running through it and catches up; duplicates are counted and printed. The records are
 //! checked with the Java consumer, never with strait's own reader. These tests use clusters
 //! of their own (the shared ones of other test binaries are not disturbed) and run one at a
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use common::kafka::{self, Cluster};
 use common::proxy::{Pair, Stream, Toxic};
 use common::sequence::{self, Report};
-use common::strait::Strait;
+use common::strait::{log_level, Strait};
 
 /// One fault test at a time (a failed one poisons the lock; the next still runs).
 fn serial() -> MutexGuard<'static, ()> {
@@ -94,6 +95,139 @@ fn target_and_source_restarts_lose_nothing() {
             "partition {p}: content or order differs"
         );
     }
+}
+
+/// An unclean leader election on a real source of two brokers, while strait is frozen: the
+/// source log strait read from is truncated under it and grows again with other records.
+/// strait must notice the divergence (KIP-320: the new leader answers the Fetch that carries
+/// the old epoch with a diverging epoch), say so at ERROR with the offsets, rewind to the
+/// divergence point and copy the new leader's records after the ones it had copied; nothing
+/// the source holds may be missing from the target.
+///
+/// The source is node 1 (broker and the KRaft controller, holding no replica of the topic) and
+/// the brokers 2 and 3 that hold the topic's two replicas: the controller must outlive both,
+/// since it elects the new leader after both were killed.
+#[test]
+fn unclean_leader_election_while_paused_rewinds_and_loses_nothing() {
+    let _serial = serial();
+    let (node1, target) = std::thread::scope(|s| {
+        let node1 = s.spawn(|| Cluster::start("unclean-source", &[]));
+        let target = Cluster::start("unclean-target", &[]);
+        (node1.join().unwrap(), target)
+    });
+    let (leader, follower) = std::thread::scope(|s| {
+        let leader = s.spawn(|| node1.join(2, &[]));
+        let follower = node1.join(3, &[]);
+        (leader.join().unwrap(), follower)
+    });
+    let topic = kafka::unique("unclean");
+    // Broker 2 leads; `min.insync.replicas=1` lets it acknowledge alone once broker 3 is gone.
+    // No kafka-leader-election run is needed: with Eligible Leader Replicas (KIP-966, on in a
+    // new 4.1 cluster) broker 2 moves from the ISR to the ELR when it dies, and the controller
+    // elects uncleanly (the topic allows it) when it unfences broker 3, the only replica alive
+    // (`ReplicationControlManager.handleBrokerUnfenced`).
+    let configs = [
+        ("unclean.leader.election.enable", "true"),
+        ("min.insync.replicas", "1"),
+    ];
+    kafka::create_replicated_topic(&node1, &topic, &[2, 3], &configs);
+    // The offset syncs go to the target: on the source they would live on one broker only,
+    // which this test kills.
+    let config = format!(
+        "clusters = a, b\na.bootstrap.servers = {}\nb.bootstrap.servers = {}\na->b.enabled = true\n\
+         a->b.topics = {topic}\nreplication.factor = 1\ninternal.topic.replication.factor = 1\n\
+         offset-syncs.topic.location = target\nprogress.commit.interval.ms = 1000\n\
+         a.request.timeout.ms = 10000\nb.request.timeout.ms = 10000\n",
+        node1.bootstrap, target.bootstrap
+    );
+    // The ERROR of the truncation, and the Fetch that was in flight to broker 2 when strait
+    // froze: on SIGCONT it has timed out (the clock went on) or finds its connection closed.
+    let mut strait =
+        Strait::start(&config, "properties").allow(&["source log truncated", "\"fetch failed\""]);
+    let remote = format!("a.{topic}");
+    let produce = |first: u64, count: u64| {
+        let (first, count) = (first.to_string(), count.to_string());
+        let args = ["--topic", &topic, "--first", &first, "--count", &count];
+        kafka::produce(&node1, &[&args[..], &["--value-size", "100"]].concat());
+    };
+    let timeout = Duration::from_secs(120);
+
+    // Records 0..100 on both replicas.
+    produce(0, 100);
+    sequence::wait_caught_up(&mut strait, &node1, &topic, &target, &remote, timeout);
+
+    // Records 100..200 on broker 2 alone (acks=all: the producer waits until broker 3 has left
+    // the ISR), copied by strait.
+    follower.kill9();
+    produce(100, 100);
+    sequence::wait_caught_up(&mut strait, &node1, &topic, &target, &remote, timeout);
+
+    // strait frozen; broker 2 dies with records 100..200; broker 3, which never had them,
+    // comes back and is elected uncleanly; 60 new records take the offsets 100..160.
+    strait.pause();
+    leader.kill9();
+    follower.start_again();
+    let deadline = Instant::now() + timeout;
+    while kafka::leader(&node1, &topic, 0) != Some(3) {
+        assert!(
+            Instant::now() < deadline,
+            "broker 3 not elected within {timeout:?}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(kafka::end_offsets(&node1, &topic), vec![(0, 100)]);
+    produce(1000, 60);
+    strait.resume();
+
+    // Every record the source holds reaches the target; strait said why it went back.
+    sequence::wait_caught_up(&mut strait, &node1, &topic, &target, &remote, timeout);
+    let tp = format!("{topic}-0");
+    let log = strait.log_text();
+    let error = log
+        .lines()
+        .find(|l| l.contains("source log truncated"))
+        .unwrap_or_else(|| panic!("strait did not log the divergence:\n{log}"));
+    eprintln!("strait: {error}");
+    assert_eq!(log_level(error), Some("ERROR"), "{error}");
+    for field in [
+        format!("\"partition\":\"{tp}\""),
+        "\"from\":200".into(),
+        "\"to\":100".into(),
+    ] {
+        assert!(error.contains(&field), "{field} missing from {error}");
+    }
+    strait.assert_running();
+
+    // The source now holds 0..100 and the new records; the target the 200 records it copied
+    // before the election (the lost 100..200 stay: a log cannot be un-written), then the new
+    // records, in order, each once.
+    let values = |r: std::ops::Range<u64>| r.map(|i| kafka::workload_value(i, 100));
+    let source: Vec<_> = values(0..100).chain(values(1000..1060)).collect();
+    let want: Vec<_> = values(0..200).chain(values(1000..1060)).collect();
+    let have_source = kafka::values_by_partition(&node1, &topic).remove(&0);
+    assert!(
+        have_source == Some(source),
+        "the source log is not what the election left"
+    );
+    let have = kafka::values_by_partition(&target, &remote)
+        .remove(&0)
+        .unwrap_or_default();
+    let show = |v: &[Vec<u8>]| {
+        v.iter()
+            .map(|v| String::from_utf8_lossy(&v[..v.len().min(10)]).into_owned())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        have == want,
+        "target {remote} holds {} records, want {}:\n{:?}",
+        have.len(),
+        want.len(),
+        show(&have)
+    );
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+    // Broker 2 back as a follower of broker 3 (it truncates its log to the new leader's): its
+    // watchdog then removes its data when the test process exits, as the others' do.
+    leader.start_again();
 }
 
 /// The clusters behind proxies shared by the proxy tests.

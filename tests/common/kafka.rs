@@ -1,10 +1,11 @@
 //! Real Apache Kafka brokers for integration tests, driven through `scripts/kafka.sh`.
 //!
 //! [`clusters`] starts two single-node KRaft clusters, `source` and `target`, once per test
-//! binary (in parallel, on free loopback ports, data under a temporary directory). The brokers
-//! watch the test process and stop when it exits. Records are written and read back with the
-//! Java workload tool (`tests/java/Workload.java`, kafka-clients only) and Kafka's own tools;
-//! each call is one JVM run of about two seconds, so tests should batch their work.
+//! binary (in parallel, on free loopback ports, data under a temporary directory); a test that
+//! needs replicas adds broker-only nodes to a cluster of its own ([`Cluster::join`]). The
+//! brokers watch the test process and stop when it exits. Records are written and read back
+//! with the Java workload tool (`tests/java/Workload.java`, kafka-clients only) and Kafka's own
+//! tools; each call is one JVM run of about two seconds, so tests should batch their work.
 //!
 //! For comparisons with Apache Kafka's MirrorMaker 2: [`consume`] is a real consumer-group
 //! member, the `translate_offsets`/`replication_hops`/... wrappers ask the real
@@ -19,14 +20,17 @@ use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// One running (or stopped) single-node cluster.
+/// One running (or stopped) node: the combined broker+controller node 1 of a cluster, or a
+/// broker-only node that joined one.
 #[derive(Debug)]
 pub struct Cluster {
     pub name: String,
-    /// `127.0.0.1:PORT`; the KRaft controller listens on PORT+1.
+    /// `127.0.0.1:PORT`; the KRaft controller of node 1 listens on PORT+1.
     pub bootstrap: String,
     pub data_dir: PathBuf,
     extra: Vec<String>,
+    /// Of a broker-only node: its node id and the data directory of the node 1 it joined.
+    joined: Option<(u32, PathBuf)>,
 }
 
 impl Cluster {
@@ -45,6 +49,24 @@ impl Cluster {
             bootstrap: format!("127.0.0.1:{port}"),
             data_dir: root().join(format!("{name}-{port}")),
             extra: extra.iter().map(|s| s.to_string()).collect(),
+            joined: None,
+        };
+        c.start_again();
+        c
+    }
+
+    /// Starts a broker-only node `node_id` (2, 3, ...) in this node's cluster, on a free port
+    /// (`scripts/kafka.sh join`): the same cluster id, this node's controller as its quorum.
+    /// The cluster's `bootstrap` stays this node's; the returned one is the new broker alone.
+    pub fn join(&self, node_id: u32, extra: &[&str]) -> Cluster {
+        let port = free_port_pair();
+        let name = format!("{}-{node_id}", self.name);
+        let c = Cluster {
+            bootstrap: format!("127.0.0.1:{port}"),
+            data_dir: root().join(format!("{name}-{port}")),
+            name,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+            joined: Some((node_id, self.data_dir.clone())),
         };
         c.start_again();
         c
@@ -81,7 +103,17 @@ impl Cluster {
     /// Starts the broker again on the same port and data directory (after [`Cluster::stop`]).
     pub fn start_again(&self) {
         let port = self.port().to_string();
-        let mut args = vec!["start", &self.name, &port, path_str(&self.data_dir)];
+        let command = if self.joined.is_some() {
+            "join"
+        } else {
+            "start"
+        };
+        let mut args = vec![command, &self.name, &port, path_str(&self.data_dir)];
+        let id;
+        if let Some((node_id, node1)) = &self.joined {
+            id = node_id.to_string();
+            args.extend([path_str(node1), id.as_str()]);
+        }
         args.extend(self.extra.iter().map(String::as_str));
         script(&args);
     }
@@ -122,6 +154,53 @@ pub fn create_topic(c: &Cluster, topic: &str, partitions: i32, configs: &[(&str,
         args.extend(["--config", kv]);
     }
     tool("org.apache.kafka.tools.TopicCommand", &args);
+}
+
+/// Creates `topic` with one partition on the brokers `replicas` (the first is the preferred
+/// leader) and topic `configs`.
+pub fn create_replicated_topic(
+    c: &Cluster,
+    topic: &str,
+    replicas: &[u32],
+    configs: &[(&str, &str)],
+) {
+    let assignment: Vec<String> = replicas.iter().map(u32::to_string).collect();
+    let assignment = assignment.join(":");
+    let configs: Vec<String> = configs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let mut args = vec![
+        "--bootstrap-server",
+        &c.bootstrap,
+        "--create",
+        "--topic",
+        topic,
+    ];
+    args.extend(["--replica-assignment", &assignment]);
+    for kv in &configs {
+        args.extend(["--config", kv]);
+    }
+    tool("org.apache.kafka.tools.TopicCommand", &args);
+}
+
+/// The leader of partition `partition` of `topic` as the controller has it
+/// (`TopicCommand --describe`): `None` while it has none.
+pub fn leader(c: &Cluster, topic: &str, partition: i32) -> Option<u32> {
+    let out = tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &c.bootstrap,
+            "--describe",
+            "--topic",
+            topic,
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.contains(&format!("Partition: {partition}\t")))
+        .unwrap_or_else(|| panic!("partition {partition} missing from:\n{text}"));
+    let field = line.split('\t').find_map(|f| f.strip_prefix("Leader: "));
+    field.and_then(|l| l.parse().ok())
 }
 
 /// A topic (or group, or transactional id) name unique to this test process and call.
