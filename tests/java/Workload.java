@@ -220,7 +220,6 @@ public class Workload {
         long timeoutMs = num(a, "--timeout-ms", 30000);
         long deadline = System.currentTimeMillis() + timeoutMs;
         Properties p = consumerProps(a);
-        List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
             List<TopicPartition> tps = new ArrayList<>();
             while (true) {
@@ -232,26 +231,23 @@ public class Workload {
                 if (System.currentTimeMillis() > deadline) fail("timeout: topic " + topic + " not found");
                 Thread.sleep(200);
             }
-            c.assign(tps);
-            c.seekToBeginning(tps);
+            // One partition at a time, each printed as soon as it is read: a topic of a long
+            // soak holds hundreds of MB, more than the tool's heap.
             Map<TopicPartition, Long> end = c.endOffsets(tps, Duration.ofMillis(timeoutMs));
-            Set<TopicPartition> pending = new HashSet<>();
-            for (TopicPartition tp : tps) if (c.position(tp) < end.get(tp)) pending.add(tp);
-            while (!pending.isEmpty()) {
-                if (System.currentTimeMillis() > deadline) {
-                    StringBuilder sb = new StringBuilder("timeout after " + timeoutMs + " ms; behind:");
-                    for (TopicPartition tp : pending)
-                        sb.append(' ').append(tp).append(" at ").append(c.position(tp)).append('/').append(end.get(tp));
-                    fail(sb.toString());
+            tps.sort(Comparator.comparingInt(TopicPartition::partition));
+            for (TopicPartition tp : tps) {
+                List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
+                c.assign(List.of(tp));
+                c.seekToBeginning(List.of(tp));
+                while (c.position(tp) < end.get(tp)) {
+                    if (System.currentTimeMillis() > deadline)
+                        fail("timeout after " + timeoutMs + " ms; behind: " + tp + " at " + c.position(tp) + "/" + end.get(tp));
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200)))
+                        if (r.offset() < end.get(tp)) out.add(r);
                 }
-                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
-                    TopicPartition tp = new TopicPartition(r.topic(), r.partition());
-                    if (r.offset() < end.get(tp)) out.add(r);
-                }
-                pending.removeIf(tp -> c.position(tp) >= end.get(tp));
+                print(out);
             }
         }
-        print(out);
     }
 
     static Properties consumerProps(Map<String, String> a) {
@@ -347,21 +343,21 @@ public class Workload {
         out.sort(Comparator.comparingInt((ConsumerRecord<byte[], byte[]> r) -> r.partition())
                 .thenComparingLong(ConsumerRecord::offset));
         Base64.Encoder b64 = Base64.getEncoder();
-        StringBuilder sb = new StringBuilder();
+        java.io.PrintWriter w = new java.io.PrintWriter(new java.io.BufferedWriter(
+                new java.io.OutputStreamWriter(System.out, java.nio.charset.StandardCharsets.UTF_8), 1 << 16));
         for (ConsumerRecord<byte[], byte[]> r : out) {
-            sb.append(r.partition()).append('\t').append(r.offset()).append('\t')
-                    .append(r.timestamp()).append('\t').append(r.timestampType().name).append('\t')
+            w.append(String.valueOf(r.partition())).append('\t').append(String.valueOf(r.offset())).append('\t')
+                    .append(String.valueOf(r.timestamp())).append('\t').append(r.timestampType().name).append('\t')
                     .append(r.key() == null ? "-" : b64.encodeToString(r.key())).append('\t')
                     .append(r.value() == null ? "-" : b64.encodeToString(r.value())).append('\t');
             boolean first = true;
             for (Header h : r.headers()) {
-                if (!first) sb.append(',');
+                if (!first) w.append(',');
                 first = false;
-                sb.append(h.key()).append('=').append(h.value() == null ? "-" : b64.encodeToString(h.value()));
+                w.append(h.key()).append('=').append(h.value() == null ? "-" : b64.encodeToString(h.value()));
             }
-            sb.append('\n');
+            w.append('\n');
         }
-        System.out.print(sb);
-        System.out.flush();
+        w.flush();
     }
 }
