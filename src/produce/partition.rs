@@ -204,6 +204,10 @@ pub(super) struct Partition {
     pub generation: u32,
     /// Fetching is paused (`pause`) until the batches kept are written (`resume`).
     pub paused: bool,
+    /// The target topic was found to be a new log (deleted and created again): the engine
+    /// starts the partition over on it (`Partition::start_over`) once its requests to the
+    /// old one are back, and sends nothing meanwhile.
+    pub new_log: bool,
 }
 
 impl Partition {
@@ -241,6 +245,7 @@ impl Partition {
             warned: false,
             generation: 0,
             paused: false,
+            new_log: false,
         }
     }
 
@@ -519,6 +524,18 @@ impl Partition {
             self.failed = false;
             self.retry_at = Some(now + self.backoff.next_delay());
         }
+    }
+
+    /// The target partition is a new log (its topic deleted and created again): it holds no
+    /// producer state, so, like a partition that never acknowledged strait's producer, it
+    /// takes one batch at a time until it acknowledges one (a broker without state for a
+    /// producer takes any sequence, so a batch behind a failed one would be written ahead of
+    /// it); nothing written before is known to precede what comes next there. The batches
+    /// kept go with the sequences they have, which such a broker accepts.
+    pub fn start_over(&mut self) {
+        self.new_log = false;
+        self.confirmed = false;
+        self.follows = None;
     }
 
     /// The producer id changed: every unacknowledged batch is resent, numbered from 0.

@@ -185,7 +185,9 @@ struct Running {
     buffer: Arc<Semaphore>,
     /// The source side's broker, holding the offset syncs topic the engine's syncs go to
     /// (progress is committed only once they are written).
-    _syncs_broker: FakeBroker,
+    syncs_broker: FakeBroker,
+    /// The remote topics the engine reported missing on the target.
+    missing: mpsc::UnboundedReceiver<String>,
 }
 
 impl Running {
@@ -227,6 +229,8 @@ impl Running {
         )
         .await
         .unwrap();
+        let (missing_tx, missing) = mpsc::unbounded_channel();
+        engine.report_missing_topics(missing_tx);
         for (source, target) in routes {
             engine.route(Route {
                 source: TopicPartition::new(*source, 0),
@@ -247,7 +251,8 @@ impl Running {
             shutdown,
             task,
             buffer: Arc::new(Semaphore::new(1000)),
-            _syncs_broker: syncs_broker,
+            syncs_broker,
+            missing,
         }
     }
 
@@ -743,5 +748,212 @@ async fn a_refused_partition_is_paused_alone_and_resumes_in_order() {
     let expected: Vec<(i64, i32)> = (0..100).map(|i| (i * 10, 10)).collect();
     assert_eq!(written, expected, "b's records arrive once each, in order");
     source.abort();
+    running.stop().await;
+}
+
+/// The offset syncs `(upstream, downstream)` of source partition `source`-0 the engine's
+/// syncs writer appended to `broker`, in order.
+fn syncs_written(broker: &FakeBroker, source: &str) -> Vec<(i64, i64)> {
+    let tp = TopicPartition::new(source, 0);
+    let mut out = Vec::new();
+    for request in broker.received_of(ApiKey::Produce) {
+        let RequestKind::Produce(produce) = &request.body else {
+            continue;
+        };
+        let records = produce.topic_data.iter().flat_map(|t| &t.partition_data);
+        for bytes in records.filter_map(|p| p.records.clone()) {
+            let batch = RawBatch::new(bytes).unwrap();
+            for r in decode_uncompressed(&batch).unwrap() {
+                let sync =
+                    crate::mm2::records::OffsetSync::decode(&r.key.unwrap(), &r.value.unwrap())
+                        .unwrap();
+                if sync.topic_partition == tp {
+                    out.push((sync.upstream_offset, sync.downstream_offset));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A Metadata answer from broker 1 at `addr` (leader of everything) for `topics`: name, topic
+/// id, error code (UNKNOWN_TOPIC_OR_PARTITION: no partitions).
+fn metadata_of(addr: &str, topics: &[(&str, uuid::Uuid, i16)]) -> Reply {
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let topics = topics
+        .iter()
+        .map(|(name, id, code)| {
+            let partitions = if *code == 0 {
+                vec![MetadataResponsePartition::default()
+                    .with_partition_index(0)
+                    .with_leader_id(BrokerId(1))
+                    .with_replica_nodes(vec![BrokerId(1)])
+                    .with_isr_nodes(vec![BrokerId(1)])]
+            } else {
+                Vec::new()
+            };
+            MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+                .with_topic_id(if *code == 0 { *id } else { uuid::Uuid::nil() })
+                .with_error_code(*code)
+                .with_partitions(partitions)
+        })
+        .collect();
+    Reply::Answer(ResponseKind::Metadata(
+        MetadataResponse::default()
+            .with_brokers(vec![MetadataResponseBroker::default()
+                .with_node_id(BrokerId(1))
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port.parse().unwrap())])
+            .with_controller_id(BrokerId(1))
+            .with_topics(topics),
+    ))
+}
+
+/// The remote topic is deleted on the target while strait writes to it, then created again
+/// (a new topic id, offsets from 0): the engine reports it missing (for topic sync to create
+/// it again), and once the topic is back its partition starts over on the new log: the
+/// batch the deleted topic refused is written there, the offset map forgets the old log
+/// (no source offset translates to an offset the new log does not hold), a fresh offset sync
+/// is written, and the position committed carries the new log's offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_topic_created_again_starts_its_partitions_over() {
+    // 0: the old topic; 1: deleted; 2: created again, its leader not writing yet
+    // (NOT_ENOUGH_REPLICAS); 3: writing.
+    let phase = Arc::new(std::sync::atomic::AtomicU8::new(0));
+    let now = phase.clone();
+    let addr: Arc<Mutex<String>> = Arc::default();
+    let own = addr.clone();
+    let old_id: Arc<Mutex<uuid::Uuid>> = Arc::default();
+    let old = old_id.clone();
+    let new_id = uuid::Uuid::from_u128(0xbbbb);
+    // Batches of the new log, by record count, in order.
+    let written: Arc<Mutex<Vec<i32>>> = Arc::default();
+    let write = written.clone();
+    let broker = FakeBroker::start(1, &[("b", 1), (PROGRESS, 1)], move |r| {
+        let phase = now.load(std::sync::atomic::Ordering::SeqCst);
+        let old = *old.lock().unwrap();
+        match &r.body {
+            RequestKind::Metadata(m) if phase > 0 => {
+                let asked = |name: &str| {
+                    m.topics.as_ref().is_none_or(|ts| {
+                        ts.iter()
+                            .any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == name))
+                    })
+                };
+                let mut topics = vec![(PROGRESS, uuid::Uuid::from_u128(7), 0)];
+                if asked("b") {
+                    topics.push(match phase {
+                        1 => ("b", old, ResponseError::UnknownTopicOrPartition.code()),
+                        _ => ("b", new_id, 0),
+                    });
+                }
+                metadata_of(&own.lock().unwrap(), &topics)
+            }
+            RequestKind::Produce(produce) if phase > 0 => {
+                let b = Topic { name: "b", id: old };
+                if phase == 1 {
+                    return answer(r, &b, ResponseError::UnknownTopicId.code(), 0);
+                }
+                // The old id names no topic any more.
+                let new = Topic {
+                    name: "b",
+                    id: new_id,
+                };
+                if produce
+                    .topic_data
+                    .iter()
+                    .any(|t| b.is(t) && t.topic_id == old)
+                {
+                    return answer(r, &b, ResponseError::UnknownTopicId.code(), 0);
+                }
+                if phase == 2 {
+                    return answer(r, &new, ResponseError::NotEnoughReplicas.code(), 0);
+                }
+                let counts = produce
+                    .topic_data
+                    .iter()
+                    .filter(|t| new.is(t))
+                    .flat_map(|t| &t.partition_data)
+                    .filter_map(|p| p.records.clone())
+                    .map(|bytes| RawBatch::new(bytes).unwrap().record_count());
+                write.lock().unwrap().extend(counts);
+                // The built-in broker appends under the new id from offset 0.
+                Reply::Default
+            }
+            _ => Reply::Default,
+        }
+    })
+    .await;
+    *addr.lock().unwrap() = broker.addr.clone();
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(5),
+    );
+    *old_id.lock().unwrap() = Topic::of(&target, "b").await.id;
+    let mut running = Running::start(target, config(), &[("sb", "b")]).await;
+    running
+        .fetched("sb", vec![batch(0, 5), batch(5, 5)], 100)
+        .await;
+    until(|| running.position("sb") == 10).await;
+    assert_eq!(running.translate("sb", 7), Some(7));
+
+    phase.store(1, std::sync::atomic::Ordering::SeqCst);
+    running.fetched("sb", vec![batch(10, 4)], 100).await;
+    let reported = tokio::time::timeout(Duration::from_secs(10), running.missing.recv()).await;
+    assert_eq!(
+        reported,
+        Ok(Some("b".to_string())),
+        "the deleted topic is reported"
+    );
+
+    // Back, and empty: nothing of the old log may translate to an offset of the new one
+    // (7 would be past its end).
+    phase.store(2, std::sync::atomic::Ordering::SeqCst);
+    until(|| running.translate("sb", 7).is_none()).await;
+    assert_eq!(
+        running.translate("sb", 7),
+        None,
+        "translated into the new log"
+    );
+    phase.store(3, std::sync::atomic::Ordering::SeqCst);
+    until(|| running.position("sb") == 14).await;
+    assert_eq!(
+        running.position("sb"),
+        14,
+        "the batch is written to the new log"
+    );
+    assert_eq!(*written.lock().unwrap(), vec![4]);
+    for offset in [0, 7, 9] {
+        assert_eq!(
+            running.translate("sb", offset),
+            None,
+            "source offset {offset} was on the old log only"
+        );
+    }
+    assert_eq!(running.translate("sb", 10), Some(0));
+    assert_eq!(running.translate("sb", 12), Some(2));
+    let maps = running.translations.lock().unwrap().clone();
+    assert_eq!(maps[&TopicPartition::new("sb", 0)].points(), &[(10, 0)]);
+    // The fresh sync reaches the syncs topic: replayed after the old log's, it drops them.
+    let within_10s = Instant::now() + Duration::from_secs(10);
+    while !syncs_written(&running.syncs_broker, "sb").contains(&(10, 0))
+        && Instant::now() < within_10s
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let syncs = syncs_written(&running.syncs_broker, "sb");
+    assert_eq!(syncs.last(), Some(&(10, 0)), "{syncs:?}");
+    let rebuilt = crate::offset_map::OffsetMap::from_syncs(
+        syncs,
+        Some(Position {
+            source_next: 14,
+            target_next: 4,
+        }),
+    );
+    assert_eq!(rebuilt.translate(7), Some(0), "at or before, never past");
+    assert_eq!(rebuilt.translate(12), Some(2));
     running.stop().await;
 }
