@@ -1010,6 +1010,27 @@ mod tests {
         assert_eq!(settle(&mut p), vec![(6, None)]);
     }
 
+    /// A partition started over on a new log (its topic deleted and created again) keeps its
+    /// sequences, which a broker without state for strait's producer takes, but takes one
+    /// batch at a time again, and no batch of the new log follows the old log's last one.
+    #[test]
+    fn a_new_log_is_unconfirmed_and_follows_nothing_of_the_old_one() {
+        let mut p = partition();
+        queue(&mut p, 2, 2);
+        send(&mut p);
+        answer(&mut p, 0, 0, 10);
+        assert_eq!(settle(&mut p), vec![(2, Some(10))]);
+        assert!(p.confirmed);
+        p.new_log = true;
+        p.start_over();
+        assert!(!p.confirmed && !p.new_log);
+        queue(&mut p, 3, 5);
+        assert_eq!(send(&mut p), Some(2), "the sequences go on");
+        let duplicate = ResponseError::DuplicateSequenceNumber.code();
+        answer(&mut p, 2, duplicate, -1);
+        assert_eq!(settle(&mut p), vec![(5, None)], "not at 12: another log");
+    }
+
     #[test]
     fn hostile_base_offsets_are_unknown() {
         for base in [i64::MAX - 1, i64::MAX, -7, i64::MIN] {
