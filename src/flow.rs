@@ -643,6 +643,8 @@ struct Discovered {
     /// Partition count and topic id (nil if the source gives none).
     wanted: BTreeMap<String, (i32, uuid::Uuid)>,
     changed: Vec<String>,
+    /// The remote topics this discovery created.
+    created: HashSet<String>,
 }
 
 /// Finds the source topics the flow replicates and creates or grows the remote twins of
@@ -669,7 +671,11 @@ async fn discover(
         .map(|(name, _)| name.clone())
         .collect();
     if changed.is_empty() {
-        return Ok(Discovered { wanted, changed });
+        return Ok(Discovered {
+            wanted,
+            changed,
+            created: HashSet::new(),
+        });
     }
     let configs = if flow.sync_topic_configs.enabled {
         topic_configs(source, &changed).await?
@@ -682,14 +688,18 @@ async fn discover(
         .collect();
     // A topic the target refused is left out of this discovery (not routed, not known), so
     // the next one tries again.
-    let refused = ensure_remote_topics(target, &specs).await?;
+    let ensured = ensure_remote_topics(target, &specs).await?;
     let remote = |name: &String| flow.policy.format_remote_topic(&flow.source, name);
-    wanted.retain(|name, _| !refused.contains(&remote(name)));
+    wanted.retain(|name, _| !ensured.refused.contains(&remote(name)));
     let changed = changed
         .into_iter()
-        .filter(|name| !refused.contains(&remote(name)))
+        .filter(|name| !ensured.refused.contains(&remote(name)))
         .collect();
-    Ok(Discovered { wanted, changed })
+    Ok(Discovered {
+        wanted,
+        changed,
+        created: ensured.created,
+    })
 }
 
 /// The remote twin of source topic `name`, with `partitions` partitions and the replicable
@@ -803,6 +813,10 @@ fn assign(
         }
         let remote: Arc<str> = Arc::from(flow.policy.format_remote_topic(&flow.source, name));
         let topic: Arc<str> = Arc::from(name.as_str());
+        // Created now though strait had written to it: it was deleted on the target while
+        // strait was stopped, and its partitions are new logs.
+        let created = found.created.contains(&*remote);
+        let mut new_logs = 0;
         for partition in before..*count {
             let source_tp = TopicPartition::new(topic.clone(), partition);
             let resumed = resume.get(&source_tp).copied();
@@ -815,17 +829,23 @@ fn assign(
                     .filter(|_| same_log)
                     .map_or(-1, |(_, from)| from.leader_epoch),
             };
+            let new_log = created && resumed.is_some_and(|(pos, _)| pos.target_next != 0);
+            new_logs += usize::from(new_log);
             let _ = commands.send(Command::Route(Route {
                 source: source_tp.clone(),
                 target: TopicPartition::new(remote.clone(), partition),
                 resume: resumed.map(|(pos, _)| pos),
                 lineage,
+                new_log,
             }));
             fetcher.assign(
                 source_tp,
                 resumed.map(|(pos, _)| pos.source_next),
                 resumed.map(|(_, from)| from),
             );
+        }
+        if new_logs > 0 {
+            tracing::warn!(topic = %name, remote = %remote, partitions = new_logs, "the remote topic strait had written to was missing on the target (deleted there while strait was stopped) and was created again: the records it held are gone, replication goes on from the committed positions and their offset translation starts over");
         }
         tracing::info!(topic = %name, remote = %remote, partitions = *count, from_partition = before, "replicating");
         known.insert(name.clone(), *count);

@@ -130,6 +130,7 @@ fn a_remote_topic_deleted_on_the_target_is_recreated() {
         "re-creating it",
         "the target keeps refusing the partition",
         "its fetching paused",
+        "was created again",
     ]);
     let produce = |first: u64, count: u64, rate: u64| {
         let (first, count, rate) = (first.to_string(), count.to_string(), rate.to_string());
@@ -199,6 +200,45 @@ fn a_remote_topic_deleted_on_the_target_is_recreated() {
         l.contains("\"WARN\"") && l.contains("re-creating it") && l.contains(&remote)
     });
     eprintln!("{warn}");
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+
+    // Deleted again while strait is stopped: the next start creates it (its discovery), says
+    // so, and goes on from the committed positions.
+    let before = kafka::values_by_partition(&source, &topic);
+    kafka::tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &target.bootstrap,
+            "--delete",
+            "--topic",
+            &remote,
+        ],
+    );
+    produce(5000, 1000, 0);
+    strait.restart();
+    let all = kafka::values_by_partition(&source, &topic);
+    let after: std::collections::HashMap<i32, Vec<Vec<u8>>> = all
+        .iter()
+        .map(|(p, values)| (*p, values[before[p].len()..].to_vec()))
+        .collect();
+    let deadline = Instant::now() + timeout;
+    let report = loop {
+        strait.assert_running();
+        let report = sequence::compare(&after, &kafka::values_by_partition(&target, &remote));
+        if report.0.values().all(|p| p.lost == 0) || Instant::now() > deadline {
+            break report;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    assert!(
+        report.ok(),
+        "after the restart:\n{report}\n{}",
+        strait.log_text()
+    );
+    strait.wait_for_log_line(Duration::from_secs(1), |l| {
+        l.contains("\"WARN\"") && l.contains("was created again") && l.contains(&topic)
+    });
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }
 

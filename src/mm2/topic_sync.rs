@@ -18,7 +18,8 @@ use crate::kafka::backoff::Backoff;
 use crate::kafka::{Cluster, KafkaError};
 
 /// Creates the topics that do not exist yet and adds partitions to those that have fewer
-/// than asked. Each topic is done or refused on its own; a failed request is an error.
+/// than asked. Each topic is done or refused on its own; a failed request is an error. The
+/// results' `done` are the topics created (not those grown).
 pub async fn ensure_topics(
     target: &Cluster,
     specs: &[TopicSpec],
@@ -44,7 +45,6 @@ pub async fn ensure_topics(
     }
     let mut results = create_topics(target, &create).await?;
     let grown = create_partitions(target, &grow).await?;
-    results.done.extend(grown.done);
     results.refused.extend(grown.refused);
     Ok(results)
 }
@@ -57,10 +57,11 @@ pub async fn ensure_topics(
 pub async fn ensure_remote_topics(
     target: &Cluster,
     specs: &[TopicSpec],
-) -> Result<HashSet<String>, KafkaError> {
+) -> Result<RemoteTopics, KafkaError> {
     let specs: Vec<TopicSpec> = specs.iter().map(remote_spec).collect();
     let results = ensure_topics(target, &specs).await?;
     let mut refused = HashSet::new();
+    let created = results.done.into_iter().collect();
     for (topic, error) in results.refused {
         if error.is_retriable() {
             tracing::warn!(cluster = %target.alias(), %topic, %error, "cannot create or grow a remote topic yet; its source topic waits for the next discovery");
@@ -69,7 +70,15 @@ pub async fn ensure_remote_topics(
         }
         refused.insert(topic);
     }
-    Ok(refused)
+    Ok(RemoteTopics { created, refused })
+}
+
+/// What [`ensure_remote_topics`] did: the remote topics it created, and those the target
+/// refused.
+#[derive(Debug, Default)]
+pub struct RemoteTopics {
+    pub created: HashSet<String>,
+    pub refused: HashSet<String>,
 }
 
 /// `spec` with `compression.type=producer`, whatever the source topic has: the broker then

@@ -82,6 +82,10 @@ pub struct Route {
     /// The source log the partition is read from: its topic id now, and the leader epoch
     /// `resume` was committed with when that log is the one it was taken from.
     pub lineage: Lineage,
+    /// The target partition is a new log, not the one `resume` was written to (its topic
+    /// was deleted and created again while strait was stopped): it starts over there
+    /// (`Engine::start_over`).
+    pub new_log: bool,
 }
 
 /// What the engine counted, for the flow's status line and for tests.
@@ -245,6 +249,7 @@ impl Engine {
             .insert(route.source.clone(), self.parts.len());
         let mut part = Partition::new(route.source, route.target, route.resume);
         part.lineage = route.lineage;
+        part.new_log = route.new_log;
         self.parts.push(part);
     }
 

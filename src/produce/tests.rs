@@ -202,7 +202,27 @@ impl Running {
         routes: &[(&str, &str)],
         fetcher: Fetcher,
     ) -> Running {
-        let translations = Translations::default();
+        let routes = routes
+            .iter()
+            .map(|(source, target)| Route {
+                source: TopicPartition::new(*source, 0),
+                target: TopicPartition::new(*target, 0),
+                resume: None,
+                lineage: Lineage::UNKNOWN,
+                new_log: false,
+            })
+            .collect();
+        Running::start_routes(target, config, routes, fetcher, Translations::default()).await
+    }
+
+    /// `start_with` on `routes` as they are, with the offset maps `translations` holds.
+    async fn start_routes(
+        target: Cluster,
+        config: ProduceConfig,
+        routes: Vec<Route>,
+        fetcher: Fetcher,
+        translations: Translations,
+    ) -> Running {
         const SYNCS: &str = "mm2-offset-syncs.target.internal";
         let syncs_broker = FakeBroker::start(1, &[(SYNCS, 1)], |_| Reply::Default).await;
         let source = Cluster::new(
@@ -231,13 +251,8 @@ impl Running {
         .unwrap();
         let (missing_tx, missing) = mpsc::unbounded_channel();
         engine.report_missing_topics(missing_tx);
-        for (source, target) in routes {
-            engine.route(Route {
-                source: TopicPartition::new(*source, 0),
-                target: TopicPartition::new(*target, 0),
-                resume: None,
-                lineage: Lineage::UNKNOWN,
-            });
+        for route in routes {
+            engine.route(route);
         }
         let (events, events_rx) = mpsc::channel(16);
         let (_commands, commands_rx) = mpsc::unbounded_channel();
@@ -955,5 +970,56 @@ async fn a_remote_topic_created_again_starts_its_partitions_over() {
     );
     assert_eq!(rebuilt.translate(7), Some(0), "at or before, never past");
     assert_eq!(rebuilt.translate(12), Some(2));
+    running.stop().await;
+}
+
+/// A remote topic deleted while strait was stopped is created again by the start's
+/// discovery, and its partitions are routed as new logs: the offset map rebuilt from the
+/// old log's syncs is forgotten before anything is written (source offset 7 translated to
+/// 47, an offset the new topic does not hold), and the partition goes on from its committed
+/// position in the new log, from target offset 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_routed_to_a_new_log_starts_over_from_its_position() {
+    let broker = FakeBroker::start(1, &[("b", 1), (PROGRESS, 1)], |_| Reply::Default).await;
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(5),
+    );
+    let source = TopicPartition::new("sb", 0);
+    let resume = Position {
+        source_next: 10,
+        target_next: 50,
+    };
+    let translations = Translations::default();
+    let rebuilt = crate::offset_map::OffsetMap::from_syncs([(0, 40)], Some(resume));
+    assert_eq!(rebuilt.translate(7), Some(47));
+    translations.lock().unwrap().insert(source.clone(), rebuilt);
+    let route = Route {
+        source: source.clone(),
+        target: TopicPartition::new("b", 0),
+        resume: Some(resume),
+        lineage: Lineage::UNKNOWN,
+        new_log: true,
+    };
+    let running = Running::start_routes(
+        target,
+        config(),
+        vec![route],
+        Fetcher::detached(),
+        translations,
+    )
+    .await;
+    until(|| running.translate("sb", 7).is_none()).await;
+    assert_eq!(
+        running.translate("sb", 7),
+        None,
+        "translated into the new log"
+    );
+    running.fetched("sb", vec![batch(10, 4)], 100).await;
+    until(|| running.position("sb") == 14).await;
+    assert_eq!(running.translate("sb", 10), Some(0));
+    assert_eq!(running.translate("sb", 13), Some(3));
     running.stop().await;
 }
