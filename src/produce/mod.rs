@@ -121,6 +121,10 @@ enum Done {
 struct Completion {
     broker: i32,
     sent: Vec<(usize, i32)>,
+    /// The topic ids the request named its topics by (Produce v13+): its answer names them
+    /// so, whatever ids the topics have by the time it comes (a topic created again has a
+    /// new one).
+    ids: Vec<(uuid::Uuid, Arc<str>)>,
     result: Result<ProduceResponse, KafkaError>,
 }
 
@@ -622,6 +626,10 @@ impl Engine {
         if sent.is_empty() {
             return;
         }
+        let ids: Vec<(uuid::Uuid, Arc<str>)> = topics
+            .iter()
+            .map(|t| (t.topic_id, t.name.clone()))
+            .collect();
         let timeout_ms = self.target.timeout_ms();
         let started = conn.start_encoded::<ProduceRequest>(|version| {
             produce_request::encode(version, -1, timeout_ms, &topics)
@@ -633,6 +641,7 @@ impl Engine {
                     Done::Produce(Completion {
                         broker,
                         sent,
+                        ids,
                         result: inflight.response().await,
                     })
                 });
@@ -642,6 +651,7 @@ impl Engine {
                 self.complete(Completion {
                     broker,
                     sent,
+                    ids,
                     result,
                 });
             }
@@ -679,10 +689,12 @@ impl Engine {
                 .insert(done.broker, Instant::now() + throttle);
         }
         let mut results: HashMap<(String, i32), (i16, i64)> = HashMap::new();
-        let names: HashMap<uuid::Uuid, Arc<str>> = self
-            .topic_ids
+        // A nil id (unknown) names no topic: an answer under it is unmatched.
+        let names: HashMap<uuid::Uuid, Arc<str>> = done
+            .ids
             .iter()
-            .map(|(n, id)| (*id, n.clone()))
+            .filter(|(id, _)| !id.is_nil())
+            .cloned()
             .collect();
         for t in response.responses {
             let name = if t.name.0.is_empty() {

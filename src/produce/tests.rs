@@ -1023,3 +1023,193 @@ async fn a_partition_routed_to_a_new_log_starts_over_from_its_position() {
     assert_eq!(running.translate("sb", 13), Some(3));
     running.stop().await;
 }
+
+/// Log lines of the engine (run on this thread) as text, for a test that must tell an
+/// answer's handling by what the engine says.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Metadata naming brokers 1 and 2 (`addrs`): topic `b` (id `b_id`) with partition 0 led by
+/// broker 2 and partition 1 by broker 1, and the progress topic led by broker 2.
+fn split_metadata(addrs: &[String; 2], b_id: uuid::Uuid) -> Reply {
+    let brokers = addrs
+        .iter()
+        .zip([1, 2])
+        .map(|(addr, id)| {
+            let (host, port) = addr.rsplit_once(':').unwrap();
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port.parse().unwrap())
+        })
+        .collect();
+    let partition = |index: i32, leader: i32| {
+        MetadataResponsePartition::default()
+            .with_partition_index(index)
+            .with_leader_id(BrokerId(leader))
+            .with_replica_nodes(vec![BrokerId(leader)])
+            .with_isr_nodes(vec![BrokerId(leader)])
+    };
+    let topic = |name: &str, id: uuid::Uuid, partitions| {
+        MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+            .with_topic_id(id)
+            .with_partitions(partitions)
+    };
+    Reply::Answer(ResponseKind::Metadata(
+        MetadataResponse::default()
+            .with_brokers(brokers)
+            .with_controller_id(BrokerId(1))
+            .with_topics(vec![
+                topic("b", b_id, vec![partition(0, 2), partition(1, 1)]),
+                topic(PROGRESS, uuid::Uuid::from_u128(7), vec![partition(0, 2)]),
+            ]),
+    ))
+}
+
+/// A Produce request still in flight when its topic gets a new id (deleted and created
+/// again) is answered under the id it was sent with: the answer is matched by that id (here
+/// UNKNOWN_TOPIC_ID, resent under the new one), not taken for one that lacks the partition.
+/// b-1's request, to broker 1, is answered late (10 s); meanwhile b-0, on broker 2, is
+/// refused, and the engine looks the topic up (at broker 3, the bootstrap address, so that
+/// the lookup does not queue behind the late answer) and learns its new id.
+#[tokio::test]
+async fn an_answer_under_the_old_topic_id_is_matched_by_the_id_it_was_sent_with() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .finish();
+    // The current-thread runtime runs the engine here, under this subscriber.
+    let _logging = tracing::subscriber::set_default(subscriber);
+    let old_id = uuid::Uuid::from_u128(0xaaaa);
+    let new_id = uuid::Uuid::from_u128(0xcccc);
+    let again = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addrs: Arc<Mutex<[String; 2]>> = Arc::default();
+    let under_old = move |r: &Received| match &r.body {
+        RequestKind::Produce(p) => p.topic_data.iter().any(|t| t.topic_id == old_id),
+        _ => false,
+    };
+    let refused = move |r: &Received| {
+        let Reply::Answer(refused) = answer(
+            r,
+            &Topic {
+                name: "b",
+                id: old_id,
+            },
+            ResponseError::UnknownTopicId.code(),
+            0,
+        ) else {
+            unreachable!()
+        };
+        refused
+    };
+    let (script_again, script_addrs) = (again.clone(), addrs.clone());
+    let bootstrap = FakeBroker::start(3, &[], move |r| match &r.body {
+        RequestKind::Metadata(_) => {
+            let again = script_again.load(std::sync::atomic::Ordering::SeqCst);
+            let id = if again { new_id } else { old_id };
+            split_metadata(&script_addrs.lock().unwrap(), id)
+        }
+        // No `max.message.bytes` on the progress topic: the default batch size.
+        RequestKind::DescribeConfigs(_) => Reply::Answer(ResponseKind::DescribeConfigs(
+            kafka_protocol::messages::DescribeConfigsResponse::default(),
+        )),
+        _ => Reply::Default,
+    })
+    .await;
+    let script_again = again.clone();
+    let broker1 = FakeBroker::start(1, &[], move |r| {
+        let again = script_again.load(std::sync::atomic::Ordering::SeqCst);
+        match &r.body {
+            // Held until the hold limit: nothing else comes on this connection.
+            RequestKind::Produce(_) if again && under_old(r) => {
+                Reply::AnswerAfter(refused(r), Box::new(|_| false))
+            }
+            _ => Reply::Default,
+        }
+    })
+    .await;
+    let script_again = again.clone();
+    let broker2 = FakeBroker::start(2, &[], move |r| {
+        let again = script_again.load(std::sync::atomic::Ordering::SeqCst);
+        match &r.body {
+            RequestKind::Produce(_) if again && under_old(r) => Reply::Answer(refused(r)),
+            _ => Reply::Default,
+        }
+    })
+    .await;
+    *addrs.lock().unwrap() = [broker1.addr.clone(), broker2.addr.clone()];
+    let target = Cluster::new(
+        "target",
+        vec![bootstrap.addr.clone()],
+        "strait",
+        Duration::from_secs(30),
+    );
+    let routes = (0..2)
+        .map(|p| Route {
+            source: TopicPartition::new("sb", p),
+            target: TopicPartition::new("b", p),
+            resume: None,
+            lineage: Lineage::UNKNOWN,
+            new_log: false,
+        })
+        .collect();
+    let running = Running::start_routes(
+        target,
+        config(),
+        routes,
+        Fetcher::detached(),
+        Translations::default(),
+    )
+    .await;
+    let position = |p: i32| {
+        let maps = running.translations.lock().unwrap();
+        maps.get(&TopicPartition::new("sb", p))
+            .map_or(-1, |m| m.position().source_next)
+    };
+    let feed = |p: i32, base: i64| {
+        let permit = running.buffer.clone().try_acquire_owned().unwrap();
+        let batch = batch(base, 2);
+        let chunk = Chunk {
+            tp: TopicPartition::new("sb", p),
+            next_offset: batch.next_offset(),
+            batches: vec![Fetched {
+                source_next: batch.next_offset(),
+                batch,
+                offset_deltas: None,
+            }],
+            high_watermark: 100,
+            generation: 0,
+            permit: Arc::new(permit),
+        };
+        running.events.try_send(FetchEvent::Chunk(chunk)).unwrap();
+    };
+    feed(0, 0);
+    feed(1, 0);
+    until(|| position(0) == 2 && position(1) == 2).await;
+    assert_eq!((position(0), position(1)), (2, 2));
+
+    again.store(true, std::sync::atomic::Ordering::SeqCst);
+    feed(1, 2);
+    let held = || broker1.received_of(ApiKey::Produce).iter().any(under_old);
+    until(held).await;
+    feed(0, 2);
+    let limit = Duration::from_secs(30);
+    within(limit, || position(0) == 4 && position(1) == 4).await;
+    let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    assert_eq!((position(0), position(1)), (4, 4), "{text}");
+    assert!(!text.contains("lacks the partition"), "{text}");
+    running.stop().await;
+}
