@@ -127,7 +127,7 @@ fn a_remote_topic_deleted_on_the_target_is_recreated() {
     // While the topic is missing the target refuses its partitions (and strait may pause
     // them) until it is created again.
     let mut strait = Strait::start(&config, "properties").allow(&[
-        "re-creating it",
+        "re-created it",
         "the target keeps refusing the partition",
         "its fetching paused",
         "was created again",
@@ -197,7 +197,7 @@ fn a_remote_topic_deleted_on_the_target_is_recreated() {
         assert_eq!(synced.get(*key).map(String::as_str), Some(*value), "{key}");
     }
     let warn = strait.wait_for_log_line(Duration::from_secs(1), |l| {
-        l.contains("\"WARN\"") && l.contains("re-creating it") && l.contains(&remote)
+        l.contains("\"WARN\"") && l.contains("re-created it") && l.contains(&remote)
     });
     eprintln!("{warn}");
     assert!(strait.terminate().success(), "{}", strait.log_text());

@@ -115,7 +115,7 @@ pub async fn missing_topics(target: &Cluster, names: &[String]) -> Result<Vec<St
 /// Creates again remote topics the target no longer has (deleted there while strait
 /// replicates into them), as [`ensure_remote_topics`] creates them: the specs carry the
 /// source's partition count and replicable configs, and `compression.type=producer` is
-/// added. Each is reported at WARN: the records the deleted topic held are gone with it,
+/// added. Each created is reported at WARN: the records the deleted topic held are gone with it,
 /// and replication goes on in the new one from what the target had acknowledged. A topic
 /// the target refuses is reported (ERROR when for good, a policy or an ACL; WARN when
 /// retriable) and returned with its error: its partitions stay refused (paused) until it
@@ -125,11 +125,12 @@ pub async fn recreate_remote_topics(
     specs: &[TopicSpec],
 ) -> Result<TopicResults, KafkaError> {
     let specs: Vec<TopicSpec> = specs.iter().map(remote_spec).collect();
-    for spec in &specs {
-        tracing::warn!(cluster = %target.alias(), topic = %spec.name, partitions = spec.partitions, "a remote topic is missing on the target (deleted there); re-creating it with the source's partition count and configs: the records it held are gone, replication goes on from what the target had acknowledged");
-    }
     let refs: Vec<&TopicSpec> = specs.iter().collect();
     let results = create_topics(target, &refs).await?;
+    // One that exists after all (created meanwhile) is neither done nor refused: no WARN.
+    for spec in specs.iter().filter(|s| results.done.contains(&s.name)) {
+        tracing::warn!(cluster = %target.alias(), topic = %spec.name, partitions = spec.partitions, "a remote topic was missing on the target (deleted there): re-created it with the source's partition count and configs; the records it held are gone, replication goes on from what the target had acknowledged");
+    }
     for (topic, error) in &results.refused {
         if error.is_retriable() {
             tracing::warn!(cluster = %target.alias(), %topic, %error, "cannot re-create a remote topic yet; retrying while its partitions are refused");
