@@ -5,7 +5,7 @@
 //! spawns is supervised ([`Tasks`]): one that ends before the shutdown, with an error, a
 //! panic or none, ends the flow with an error naming it, and so the process.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,13 +16,15 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ClusterConfig, Config, FlowConfig, Location};
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::kafka::admin::{topic_configs, TopicSpec};
+use crate::kafka::backoff::Backoff;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::acl_sync::sync_acls;
 use crate::mm2::checkpoint::{self, CheckpointConfig};
 use crate::mm2::heartbeat::{self, HeartbeatConfig};
 use crate::mm2::offset_sync;
 use crate::mm2::topic_sync::{
-    apply_configs, await_internal_topic, ensure_remote_topics, replicable_configs,
+    apply_configs, await_internal_topic, ensure_remote_topics, missing_topics,
+    recreate_remote_topics, replicable_configs,
 };
 use crate::offset_map::{Lineage, OffsetMap, Position, Translations};
 use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
@@ -200,7 +202,7 @@ async fn run_flow(
         flow: name.clone(),
         source,
     };
-    let (mut running, first_discovery) = start(&flow, &source, &target).await.map_err(fail)?;
+    let (mut running, started) = start(&flow, &source, &target).await.map_err(fail)?;
     tracing::info!(flow = %name, partitions = running.resume.len(), "progress restored");
     let error = control(
         &flow,
@@ -208,7 +210,7 @@ async fn run_flow(
         &source,
         &target,
         &mut running,
-        first_discovery,
+        started,
         &shutdown,
     )
     .await
@@ -266,13 +268,22 @@ struct Running {
     progress_topic: String,
 }
 
-/// Restores the flow's state and starts its engines and background tasks. Also returns the
-/// first discovery, made during start-up, for the control loop to act on.
+/// What the control loop takes over from start-up besides the running flow.
+struct Started {
+    /// The first discovery, made during start-up, for the control loop to act on.
+    first_discovery: Result<Discovered, KafkaError>,
+    /// Remote topics the produce engine found missing on the target, for topic sync to
+    /// check and create again.
+    missing: mpsc::UnboundedReceiver<String>,
+}
+
+/// Restores the flow's state and starts its engines and background tasks. Also returns
+/// what the control loop takes over ([`Started`]).
 async fn start(
     flow: &FlowConfig,
     source: &Arc<Cluster>,
     target: &Arc<Cluster>,
-) -> Result<(Running, Result<Discovered, KafkaError>), KafkaError> {
+) -> Result<(Running, Started), KafkaError> {
     let progress_topic = progress::topic_name(&flow.source);
     let (syncs_cluster, syncs_topic) = match flow.offset_syncs_location {
         Location::Source => (source.clone(), flow.policy.offset_syncs_topic(&flow.target)),
@@ -345,6 +356,9 @@ async fn start(
         first_discovery,
     )
     .inspect_err(|_| fetch_shutdown.cancel())?;
+    let mut engine = engine;
+    let (missing_tx, missing) = mpsc::unbounded_channel();
+    engine.report_missing_topics(missing_tx);
     // Offset maps as they were: the syncs written so far, bounded by the committed positions.
     *translations.lock().unwrap() = resume
         .iter()
@@ -392,7 +406,13 @@ async fn start(
         create_progress,
         progress_topic,
     };
-    Ok((running, first_discovery))
+    Ok((
+        running,
+        Started {
+            first_discovery,
+            missing,
+        },
+    ))
 }
 
 /// The flow's MM2 background tasks the configuration enables: heartbeats, and checkpoints
@@ -445,7 +465,9 @@ fn spawn_side_tasks(
 }
 
 /// The control loop of a running flow until `shutdown`: topic discovery and assignment,
-/// config and ACL syncs, status lines, and the watch over the flow's tasks. Returns the
+/// remote topics deleted on the target created again (as soon as the produce engine finds
+/// one missing, not at the next discovery), config and ACL syncs, status lines, and the
+/// watch over the flow's tasks. Returns the
 /// error that ends the flow early, if any.
 async fn control(
     flow: &FlowConfig,
@@ -453,7 +475,7 @@ async fn control(
     source: &Cluster,
     target: &Cluster,
     running: &mut Running,
-    first_discovery: Result<Discovered, KafkaError>,
+    started: Started,
     shutdown: &CancellationToken,
 ) -> Result<(), FlowError> {
     let fail = |source: KafkaError| FlowError::Kafka {
@@ -470,7 +492,13 @@ async fn control(
     config_sync.tick().await;
     acl_sync.tick().await;
     status.tick().await;
+    let Started {
+        first_discovery,
+        mut missing,
+    } = started;
     let mut discovered = Some(first_discovery);
+    // Per remote topic whose re-creation failed: not before this instant again.
+    let mut recreate_after: HashMap<String, (tokio::time::Instant, Backoff)> = HashMap::new();
     loop {
         match discovered.take().map(|found| {
             found.map(|found| {
@@ -521,6 +549,40 @@ async fn control(
                 let topics: Vec<String> = known.keys().cloned().collect();
                 if let Err(e) = sync_acls(source, target, &flow.policy, &flow.source, &topics).await {
                     tracing::warn!(flow = %name, error = %e, "topic ACL sync failed; retrying at the next interval");
+                }
+            }
+            Some(remote) = missing.recv() => {
+                let mut asked = BTreeSet::from([remote]);
+                while let Ok(more) = missing.try_recv() {
+                    asked.insert(more);
+                }
+                let now = tokio::time::Instant::now();
+                asked.retain(|t| recreate_after.get(t).is_none_or(|(at, _)| *at <= now));
+                if !asked.is_empty() {
+                    let failed = match recreate(flow, source, target, &known, &asked).await {
+                        Ok(recreated) => {
+                            if !recreated.created.is_empty() && flow.sync_topic_acls.enabled {
+                                if let Err(e) = sync_acls(source, target, &flow.policy, &flow.source, &recreated.created).await {
+                                    tracing::warn!(flow = %name, error = %e, "topic ACL sync failed; retrying at the next interval");
+                                }
+                            }
+                            recreated.refused
+                        }
+                        Err(e) => {
+                            tracing::warn!(flow = %name, error = %e, "cannot check or re-create remote topics missing on the target; retrying while their partitions are refused");
+                            asked.iter().cloned().collect()
+                        }
+                    };
+                    for topic in asked {
+                        if failed.contains(&topic) {
+                            let (at, backoff) = recreate_after.entry(topic).or_insert_with(|| {
+                                (now, Backoff::new(Duration::from_secs(1), Duration::from_secs(60)))
+                            });
+                            *at = now + backoff.next_delay();
+                        } else {
+                            recreate_after.remove(&topic);
+                        }
+                    }
                 }
             }
             (task, cause) = running.ended() => {
@@ -581,6 +643,8 @@ struct Discovered {
     /// Partition count and topic id (nil if the source gives none).
     wanted: BTreeMap<String, (i32, uuid::Uuid)>,
     changed: Vec<String>,
+    /// The remote topics this discovery created.
+    created: HashSet<String>,
 }
 
 /// Finds the source topics the flow replicates and creates or grows the remote twins of
@@ -607,7 +671,11 @@ async fn discover(
         .map(|(name, _)| name.clone())
         .collect();
     if changed.is_empty() {
-        return Ok(Discovered { wanted, changed });
+        return Ok(Discovered {
+            wanted,
+            changed,
+            created: HashSet::new(),
+        });
     }
     let configs = if flow.sync_topic_configs.enabled {
         topic_configs(source, &changed).await?
@@ -616,30 +684,116 @@ async fn discover(
     };
     let specs: Vec<TopicSpec> = changed
         .iter()
-        .map(|name| TopicSpec {
-            name: flow.policy.format_remote_topic(&flow.source, name),
-            partitions: wanted[name].0,
-            replication_factor: flow.replication_factor,
-            configs: configs
-                .get(name)
-                .map(|c| {
-                    replicable_configs(c, &flow.config_properties_exclude)
-                        .into_iter()
-                        .collect()
-                })
-                .unwrap_or_default(),
-        })
+        .map(|name| remote_spec(flow, name, wanted[name].0, &configs))
         .collect();
     // A topic the target refused is left out of this discovery (not routed, not known), so
     // the next one tries again.
-    let refused = ensure_remote_topics(target, &specs).await?;
+    let ensured = ensure_remote_topics(target, &specs).await?;
     let remote = |name: &String| flow.policy.format_remote_topic(&flow.source, name);
-    wanted.retain(|name, _| !refused.contains(&remote(name)));
+    wanted.retain(|name, _| !ensured.refused.contains(&remote(name)));
     let changed = changed
         .into_iter()
-        .filter(|name| !refused.contains(&remote(name)))
+        .filter(|name| !ensured.refused.contains(&remote(name)))
         .collect();
-    Ok(Discovered { wanted, changed })
+    Ok(Discovered {
+        wanted,
+        changed,
+        created: ensured.created,
+    })
+}
+
+/// The remote twin of source topic `name`, with `partitions` partitions and the replicable
+/// part of its `configs` (by source topic; none when config sync is off).
+fn remote_spec(
+    flow: &FlowConfig,
+    name: &str,
+    partitions: i32,
+    configs: &BTreeMap<String, BTreeMap<String, String>>,
+) -> TopicSpec {
+    TopicSpec {
+        name: flow.policy.format_remote_topic(&flow.source, name),
+        partitions,
+        replication_factor: flow.replication_factor,
+        configs: configs
+            .get(name)
+            .map(|c| {
+                replicable_configs(c, &flow.config_properties_exclude)
+                    .into_iter()
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// What one re-creation did.
+struct Recreated {
+    /// The source topics whose remote twins were created again.
+    created: Vec<String>,
+    /// The remote topics the target refused to create again.
+    refused: HashSet<String>,
+}
+
+/// Creates again the remote topics of `asked` (remote names the produce engine found
+/// missing) that the target indeed no longer has, while the source still has their source
+/// topic: with the source's partition count now and its configs (MM2's
+/// `sync.topic.configs`), as a discovery creates them. Topics the flow does not replicate,
+/// and those whose source topic is gone too, are left alone.
+async fn recreate(
+    flow: &FlowConfig,
+    source: &Cluster,
+    target: &Cluster,
+    known: &HashMap<String, i32>,
+    asked: &BTreeSet<String>,
+) -> Result<Recreated, KafkaError> {
+    let mut recreated = Recreated {
+        created: Vec::new(),
+        refused: HashSet::new(),
+    };
+    // Remote name -> source name.
+    let sources: BTreeMap<String, &String> = known
+        .keys()
+        .map(|name| (flow.policy.format_remote_topic(&flow.source, name), name))
+        .filter(|(remote, _)| asked.contains(remote))
+        .collect();
+    let remotes: Vec<String> = sources.keys().cloned().collect();
+    let missing = missing_topics(target, &remotes).await?;
+    if missing.is_empty() {
+        return Ok(recreated);
+    }
+    let names: Vec<String> = missing.iter().map(|r| sources[r].clone()).collect();
+    let counts: BTreeMap<String, i32> = source
+        .metadata(Some(&names))
+        .await?
+        .into_iter()
+        .filter(|t| t.error_code == 0 && !t.partitions.is_empty())
+        .map(|t| (t.name, t.partitions.len() as i32))
+        .collect();
+    for gone in names.iter().filter(|n| !counts.contains_key(*n)) {
+        tracing::info!(topic = %gone, "a remote topic is missing on the target, and its source topic is gone too: not created again");
+    }
+    let present: Vec<String> = counts.keys().cloned().collect();
+    let configs = if flow.sync_topic_configs.enabled && !present.is_empty() {
+        topic_configs(source, &present).await?
+    } else {
+        BTreeMap::new()
+    };
+    let specs: Vec<TopicSpec> = counts
+        .iter()
+        .map(|(name, count)| remote_spec(flow, name, *count, &configs))
+        .collect();
+    if specs.is_empty() {
+        return Ok(recreated);
+    }
+    let results = recreate_remote_topics(target, &specs).await?;
+    recreated.refused = results.refused.into_iter().map(|(t, _)| t).collect();
+    recreated.created = present
+        .into_iter()
+        .filter(|name| {
+            let remote = flow.policy.format_remote_topic(&flow.source, name);
+            !recreated.refused.contains(&remote)
+        })
+        .collect();
+    Ok(recreated)
 }
 
 /// Starts replicating the partitions of `found` not seen before, from their committed
@@ -659,6 +813,10 @@ fn assign(
         }
         let remote: Arc<str> = Arc::from(flow.policy.format_remote_topic(&flow.source, name));
         let topic: Arc<str> = Arc::from(name.as_str());
+        // Created now though strait had written to it: it was deleted on the target while
+        // strait was stopped, and its partitions are new logs.
+        let created = found.created.contains(&*remote);
+        let mut new_logs = 0;
         for partition in before..*count {
             let source_tp = TopicPartition::new(topic.clone(), partition);
             let resumed = resume.get(&source_tp).copied();
@@ -671,17 +829,23 @@ fn assign(
                     .filter(|_| same_log)
                     .map_or(-1, |(_, from)| from.leader_epoch),
             };
+            let new_log = created && resumed.is_some_and(|(pos, _)| pos.target_next != 0);
+            new_logs += usize::from(new_log);
             let _ = commands.send(Command::Route(Route {
                 source: source_tp.clone(),
                 target: TopicPartition::new(remote.clone(), partition),
                 resume: resumed.map(|(pos, _)| pos),
                 lineage,
+                new_log,
             }));
             fetcher.assign(
                 source_tp,
                 resumed.map(|(pos, _)| pos.source_next),
                 resumed.map(|(_, from)| from),
             );
+        }
+        if new_logs > 0 {
+            tracing::warn!(topic = %name, remote = %remote, partitions = new_logs, "the remote topic strait had written to was missing on the target (deleted there while strait was stopped) and was created again: the records it held are gone, replication goes on from the committed positions and their offset translation starts over");
         }
         tracing::info!(topic = %name, remote = %remote, partitions = *count, from_partition = before, "replicating");
         known.insert(name.clone(), *count);

@@ -230,6 +230,152 @@ fn unclean_leader_election_while_paused_rewinds_and_loses_nothing() {
     leader.start_again();
 }
 
+/// An operator deletes a remote topic on the target while strait replicates into it, and
+/// the source keeps receiving records: strait re-creates it (the source's partition count
+/// and configs, `compression.type=producer`) with a WARN naming it, and every record after
+/// what the deleted topic held reaches it, in order, with strait running all along. The
+/// records copied before the deletion are gone with the topic: that is the operator's doing.
+#[test]
+fn a_remote_topic_deleted_on_the_target_is_recreated() {
+    let _serial = serial();
+    let (source, target) = std::thread::scope(|s| {
+        let source = s.spawn(|| Cluster::start("recreate-source", &[]));
+        let target = Cluster::start("recreate-target", &[]);
+        (source.join().unwrap(), target)
+    });
+    let topic = kafka::unique("recreate");
+    let configs = [
+        ("retention.ms", "86400123"),
+        ("max.message.bytes", "500123"),
+    ];
+    kafka::create_topic(&source, &topic, 2, &configs);
+    // Discovery every 10 minutes: the re-creation cannot be the periodic one's doing.
+    let config = format!(
+        "clusters = a, b\na.bootstrap.servers = {}\nb.bootstrap.servers = {}\na->b.enabled = true\n\
+         a->b.topics = {topic}\nreplication.factor = 1\ninternal.topic.replication.factor = 1\n\
+         progress.commit.interval.ms = 1000\nrefresh.topics.interval.seconds = 600\n\
+         emit.checkpoints.enabled = false\n",
+        source.bootstrap, target.bootstrap
+    );
+    let remote = format!("a.{topic}");
+    // While the topic is missing the target refuses its partitions (and strait may pause
+    // them) until it is created again.
+    let mut strait = Strait::start(&config, "properties").allow(&[
+        "re-created it",
+        "the target keeps refusing the partition",
+        "its fetching paused",
+        "was created again",
+    ]);
+    let produce = |first: u64, count: u64, rate: u64| {
+        let (first, count, rate) = (first.to_string(), count.to_string(), rate.to_string());
+        let args = ["--topic", &topic, "--first", &first, "--count", &count];
+        kafka::produce(
+            &source,
+            &[&args[..], &["--value-size", "200", "--rate", &rate]].concat(),
+        );
+    };
+    let timeout = Duration::from_secs(120);
+    produce(0, 2000, 0);
+    sequence::wait_caught_up(&mut strait, &source, &topic, &target, &remote, timeout);
+    let before = kafka::values_by_partition(&source, &topic);
+
+    kafka::tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &target.bootstrap,
+            "--delete",
+            "--topic",
+            &remote,
+        ],
+    );
+    // Records keep arriving while strait finds the topic gone.
+    produce(2000, 2000, 400);
+    let client = common::strait::client(&target);
+    let names = [remote.clone()];
+    strait.wait_until("the remote topic created again", timeout, || {
+        let found = common::strait::block_on(client.metadata(Some(&names))).ok()?;
+        found
+            .into_iter()
+            .find(|t| t.name == remote && t.error_code == 0)
+            .filter(|t| !t.partitions.is_empty())
+            .map(|t| t.partitions.len())
+    });
+    produce(4000, 1000, 0);
+    // What the deleted topic held is gone; everything after it is on the new one.
+    let all = kafka::values_by_partition(&source, &topic);
+    let after: std::collections::HashMap<i32, Vec<Vec<u8>>> = all
+        .iter()
+        .map(|(p, values)| (*p, values[before[p].len()..].to_vec()))
+        .collect();
+    let deadline = Instant::now() + timeout;
+    let report = loop {
+        strait.assert_running();
+        let report = sequence::compare(&after, &kafka::values_by_partition(&target, &remote));
+        if report.0.values().all(|p| p.lost == 0) || Instant::now() > deadline {
+            break report;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    assert!(
+        report.ok(),
+        "the re-created {remote} lacks records or holds them out of order:\n{report}\n{}",
+        strait.log_text()
+    );
+    let metadata = common::strait::block_on(client.metadata(Some(&names))).unwrap();
+    assert_eq!(metadata[0].partitions.len(), 2, "partition count");
+    let synced =
+        common::strait::block_on(strait::kafka::admin::topic_configs(&client, &names)).unwrap();
+    let synced = &synced[&remote];
+    for (key, value) in configs.iter().chain(&[("compression.type", "producer")]) {
+        assert_eq!(synced.get(*key).map(String::as_str), Some(*value), "{key}");
+    }
+    let warn = strait.wait_for_log_line(Duration::from_secs(1), |l| {
+        l.contains("\"WARN\"") && l.contains("re-created it") && l.contains(&remote)
+    });
+    eprintln!("{warn}");
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+
+    // Deleted again while strait is stopped: the next start creates it (its discovery), says
+    // so, and goes on from the committed positions.
+    let before = kafka::values_by_partition(&source, &topic);
+    kafka::tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &target.bootstrap,
+            "--delete",
+            "--topic",
+            &remote,
+        ],
+    );
+    produce(5000, 1000, 0);
+    strait.restart();
+    let all = kafka::values_by_partition(&source, &topic);
+    let after: std::collections::HashMap<i32, Vec<Vec<u8>>> = all
+        .iter()
+        .map(|(p, values)| (*p, values[before[p].len()..].to_vec()))
+        .collect();
+    let deadline = Instant::now() + timeout;
+    let report = loop {
+        strait.assert_running();
+        let report = sequence::compare(&after, &kafka::values_by_partition(&target, &remote));
+        if report.0.values().all(|p| p.lost == 0) || Instant::now() > deadline {
+            break report;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    };
+    assert!(
+        report.ok(),
+        "after the restart:\n{report}\n{}",
+        strait.log_text()
+    );
+    strait.wait_for_log_line(Duration::from_secs(1), |l| {
+        l.contains("\"WARN\"") && l.contains("was created again") && l.contains(&topic)
+    });
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
 /// The clusters behind proxies shared by the proxy tests.
 fn rig() -> &'static Pair {
     static RIG: OnceLock<Pair> = OnceLock::new();

@@ -186,3 +186,68 @@ fn remote_topics_keep_the_batches_as_forwarded() {
         assert_eq!(batch.compression().unwrap(), Compression::None, "{remote}");
     }
 }
+
+/// A remote topic deleted on the target that the target then refuses to create again (here
+/// a replication factor its one broker cannot give; a create policy or an ACL does the
+/// same) is reported at ERROR naming it and the Kafka error; its partition stays paused and
+/// is stopped at `produce.delivery.timeout.ms`, and the topic next to it replicates on all
+/// along: nothing else stalls. Stopped partitions make the exit status 1.
+#[test]
+fn a_deleted_remote_topic_the_target_refuses_to_create_again_stalls_nothing_else() {
+    let [source, target] = clusters();
+    let prefix = kafka::unique("refused-again");
+    let (gone, kept) = (format!("{prefix}-gone"), format!("{prefix}-kept"));
+    let (remote_gone, remote_kept) = (format!("a.{gone}"), format!("a.{kept}"));
+    for (topic, remote) in [(&gone, &remote_gone), (&kept, &remote_kept)] {
+        kafka::create_topic(source, topic, 1, &[]);
+        // Created ahead with one replica: strait, asking for 3, finds them there.
+        kafka::create_topic(target, remote, 1, &[("compression.type", "producer")]);
+        kafka::produce(source, &["--topic", topic, "--count", "100"]);
+    }
+    let [source_bootstrap, target_bootstrap] = [&source.bootstrap, &target.bootstrap];
+    let config = format!(
+        "clusters = a, b\na.bootstrap.servers = {source_bootstrap}\n\
+         b.bootstrap.servers = {target_bootstrap}\na->b.enabled = true\na->b.topics = {prefix}-.*\n\
+         replication.factor = 3\ninternal.topic.replication.factor = 1\n\
+         progress.commit.interval.ms = 500\nproduce.delivery.timeout.ms = 15000\n"
+    );
+    // Every WARN and ERROR about the deleted topic (refused, paused, stopped), and the
+    // stopped partition in the exit message.
+    let mut strait =
+        Strait::start(&config, "properties").allow(&[&remote_gone, "stopped on errors"]);
+    let minute = Duration::from_secs(60);
+    wait_for_records(&mut strait, target, &remote_gone, 1, 100, minute);
+    wait_for_records(&mut strait, target, &remote_kept, 1, 100, minute);
+
+    kafka::tool(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &target.bootstrap,
+            "--delete",
+            "--topic",
+            &remote_gone,
+        ],
+    );
+    for topic in [&gone, &kept] {
+        kafka::produce(
+            source,
+            &["--topic", topic, "--first", "100", "--count", "100"],
+        );
+    }
+    let refused = strait.wait_for_log_line(minute, |l| {
+        l.contains("\"ERROR\"") && l.contains("refused to re-create") && l.contains(&remote_gone)
+    });
+    assert!(refused.contains("InvalidReplicationFactor"), "{refused}");
+    wait_for_records(&mut strait, target, &remote_kept, 1, 200, minute);
+    strait.wait_for_log_line(minute, |l| {
+        l.contains("\"ERROR\"") && l.contains("partition stopped") && l.contains(&remote_gone)
+    });
+    kafka::produce(
+        source,
+        &["--topic", &kept, "--first", "200", "--count", "100"],
+    );
+    wait_for_records(&mut strait, target, &remote_kept, 1, 300, minute);
+    assert!(!kafka::list_topics(target).contains(&remote_gone));
+    assert_eq!(strait.terminate().code(), Some(1), "{}", strait.log_text());
+}

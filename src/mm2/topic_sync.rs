@@ -1,7 +1,9 @@
 //! Topic sync: makes the target hold a topic for every replicated source topic, with the
 //! source's partition count (grown when the source grows) and its topic configs (MM2's
-//! `sync.topic.configs`), and strait's own internal topics. It decides what to create, grow
-//! or change; [`crate::kafka::admin`] sends the requests.
+//! `sync.topic.configs`), and strait's own internal topics; a remote topic deleted on the
+//! target while strait runs is created again ([`recreate_remote_topics`]), as soon as the
+//! produce engine finds it missing. It decides what to create, grow or change;
+//! [`crate::kafka::admin`] sends the requests.
 
 use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
@@ -16,7 +18,8 @@ use crate::kafka::backoff::Backoff;
 use crate::kafka::{Cluster, KafkaError};
 
 /// Creates the topics that do not exist yet and adds partitions to those that have fewer
-/// than asked. Each topic is done or refused on its own; a failed request is an error.
+/// than asked. Each topic is done or refused on its own; a failed request is an error. The
+/// results' `done` are the topics created (not those grown).
 pub async fn ensure_topics(
     target: &Cluster,
     specs: &[TopicSpec],
@@ -42,7 +45,6 @@ pub async fn ensure_topics(
     }
     let mut results = create_topics(target, &create).await?;
     let grown = create_partitions(target, &grow).await?;
-    results.done.extend(grown.done);
     results.refused.extend(grown.refused);
     Ok(results)
 }
@@ -55,19 +57,11 @@ pub async fn ensure_topics(
 pub async fn ensure_remote_topics(
     target: &Cluster,
     specs: &[TopicSpec],
-) -> Result<HashSet<String>, KafkaError> {
-    let specs: Vec<TopicSpec> = specs
-        .iter()
-        .map(|spec| {
-            let mut spec = spec.clone();
-            spec.configs.retain(|(k, _)| k != "compression.type");
-            spec.configs
-                .push(("compression.type".into(), "producer".into()));
-            spec
-        })
-        .collect();
+) -> Result<RemoteTopics, KafkaError> {
+    let specs: Vec<TopicSpec> = specs.iter().map(remote_spec).collect();
     let results = ensure_topics(target, &specs).await?;
     let mut refused = HashSet::new();
+    let created = results.done.into_iter().collect();
     for (topic, error) in results.refused {
         if error.is_retriable() {
             tracing::warn!(cluster = %target.alias(), %topic, %error, "cannot create or grow a remote topic yet; its source topic waits for the next discovery");
@@ -76,7 +70,75 @@ pub async fn ensure_remote_topics(
         }
         refused.insert(topic);
     }
-    Ok(refused)
+    Ok(RemoteTopics { created, refused })
+}
+
+/// What [`ensure_remote_topics`] did: the remote topics it created, and those the target
+/// refused.
+#[derive(Debug, Default)]
+pub struct RemoteTopics {
+    pub created: HashSet<String>,
+    pub refused: HashSet<String>,
+}
+
+/// `spec` with `compression.type=producer`, whatever the source topic has: the broker then
+/// stores the forwarded batches as they are.
+fn remote_spec(spec: &TopicSpec) -> TopicSpec {
+    let mut spec = spec.clone();
+    spec.configs.retain(|(k, _)| k != "compression.type");
+    spec.configs
+        .push(("compression.type".into(), "producer".into()));
+    spec
+}
+
+/// The topics of `names` the target does not have: its metadata answers
+/// UNKNOWN_TOPIC_OR_PARTITION for them (or leaves them out). A topic it has but cannot
+/// serve right now (no leader, say) is not missing.
+pub async fn missing_topics(target: &Cluster, names: &[String]) -> Result<Vec<String>, KafkaError> {
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    let found = target.metadata(Some(names)).await?;
+    let unknown = ResponseError::UnknownTopicOrPartition.code();
+    Ok(names
+        .iter()
+        .filter(|name| {
+            found
+                .iter()
+                .find(|t| t.name == **name)
+                .is_none_or(|t| t.error_code == unknown)
+        })
+        .cloned()
+        .collect())
+}
+
+/// Creates again remote topics the target no longer has (deleted there while strait
+/// replicates into them), as [`ensure_remote_topics`] creates them: the specs carry the
+/// source's partition count and replicable configs, and `compression.type=producer` is
+/// added. Each created is reported at WARN: the records the deleted topic held are gone with it,
+/// and replication goes on in the new one from what the target had acknowledged. A topic
+/// the target refuses is reported (ERROR when for good, a policy or an ACL; WARN when
+/// retriable) and returned with its error: its partitions stay refused (paused) until it
+/// is created or `produce.delivery.timeout.ms` stops them.
+pub async fn recreate_remote_topics(
+    target: &Cluster,
+    specs: &[TopicSpec],
+) -> Result<TopicResults, KafkaError> {
+    let specs: Vec<TopicSpec> = specs.iter().map(remote_spec).collect();
+    let refs: Vec<&TopicSpec> = specs.iter().collect();
+    let results = create_topics(target, &refs).await?;
+    // One that exists after all (created meanwhile) is neither done nor refused: no WARN.
+    for spec in specs.iter().filter(|s| results.done.contains(&s.name)) {
+        tracing::warn!(cluster = %target.alias(), topic = %spec.name, partitions = spec.partitions, "a remote topic was missing on the target (deleted there): re-created it with the source's partition count and configs; the records it held are gone, replication goes on from what the target had acknowledged");
+    }
+    for (topic, error) in &results.refused {
+        if error.is_retriable() {
+            tracing::warn!(cluster = %target.alias(), %topic, %error, "cannot re-create a remote topic yet; retrying while its partitions are refused");
+        } else {
+            tracing::error!(cluster = %target.alias(), %topic, %error, "the target refused to re-create a remote topic: its partitions stay paused until produce.delivery.timeout.ms stops them (asked again with backoff meanwhile)");
+        }
+    }
+    Ok(results)
 }
 
 /// The first refusal of `results` as an error.

@@ -77,6 +77,7 @@ async fn commit_waits_for_durable_syncs_and_keeps_one_commit_queued() {
         target: TopicPartition::new("a.t", 0),
         resume: None,
         lineage: Lineage::UNKNOWN,
+        new_log: false,
     });
     let i = engine.by_source[&tp];
     let progress = engine.progress_part;

@@ -38,7 +38,7 @@ use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::{Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
 use crate::mm2::offset_sync::SyncSender;
 use crate::now_ms;
-use crate::offset_map::{Forwarded, Lineage, Position, Translations};
+use crate::offset_map::{Forwarded, Lineage, OffsetMap, Position, Translations};
 use crate::progress;
 
 #[cfg(test)]
@@ -82,6 +82,10 @@ pub struct Route {
     /// The source log the partition is read from: its topic id now, and the leader epoch
     /// `resume` was committed with when that log is the one it was taken from.
     pub lineage: Lineage,
+    /// The target partition is a new log, not the one `resume` was written to (its topic
+    /// was deleted and created again while strait was stopped): it starts over there
+    /// (`Engine::start_over`).
+    pub new_log: bool,
 }
 
 /// What the engine counted, for the flow's status line and for tests.
@@ -117,6 +121,10 @@ enum Done {
 struct Completion {
     broker: i32,
     sent: Vec<(usize, i32)>,
+    /// The topic ids the request named its topics by (Produce v13+): its answer names them
+    /// so, whatever ids the topics have by the time it comes (a topic created again has a
+    /// new one).
+    ids: Vec<(uuid::Uuid, Arc<str>)>,
     result: Result<ProduceResponse, KafkaError>,
 }
 
@@ -160,7 +168,16 @@ pub struct Engine {
     fetcher: Fetcher,
     /// Bytes of one progress record batch at most (`progress::batch_bytes`).
     progress_batch_bytes: usize,
+    /// Where remote topics the target no longer has are reported, for topic sync to check
+    /// and create again (`Engine::report_missing_topics`); `None`: nowhere.
+    missing: Option<mpsc::UnboundedSender<String>>,
+    /// When each remote topic was last reported missing: once per `REPORT_MISSING_EVERY`.
+    reported: HashMap<Arc<str>, Instant>,
 }
+
+/// How often a remote topic still missing is reported again: topic sync retries a creation
+/// that failed when it is asked again.
+const REPORT_MISSING_EVERY: Duration = Duration::from_secs(2);
 
 /// `produce.coalesce.bytes` merges batches of at most this fraction of it: re-framing the
 /// records of a batch already near the target size costs more than the batch does.
@@ -210,12 +227,22 @@ impl Engine {
             syncs,
             fetcher,
             progress_batch_bytes,
+            missing: None,
+            reported: HashMap::new(),
         };
         engine
             .parts
             .push(Partition::new(progress_tp.clone(), progress_tp, None));
         tracing::info!(cluster = %engine.target.alias(), producer_id = producer.0, epoch = producer.1, "idempotent producer ready");
         Ok(engine)
+    }
+
+    /// Remote topics found missing on the target (UNKNOWN_TOPIC_OR_PARTITION or
+    /// UNKNOWN_TOPIC_ID for a topic the engine wrote to, in a Produce answer or its metadata)
+    /// go to `to`, by name, for topic sync to check and create again: their partitions are
+    /// refused (and paused) meanwhile, and written again once the target has the topic.
+    pub fn report_missing_topics(&mut self, to: mpsc::UnboundedSender<String>) {
+        self.missing = Some(to);
     }
 
     pub fn route(&mut self, route: Route) {
@@ -226,6 +253,7 @@ impl Engine {
             .insert(route.source.clone(), self.parts.len());
         let mut part = Partition::new(route.source, route.target, route.resume);
         part.lineage = route.lineage;
+        part.new_log = route.new_log;
         self.parts.push(part);
     }
 
@@ -543,6 +571,7 @@ impl Engine {
             if part.leader != Some(broker)
                 || part.failed
                 || part.stopped
+                || part.new_log
                 || part.retry_at.is_some_and(|t| t > now)
             {
                 continue;
@@ -597,6 +626,10 @@ impl Engine {
         if sent.is_empty() {
             return;
         }
+        let ids: Vec<(uuid::Uuid, Arc<str>)> = topics
+            .iter()
+            .map(|t| (t.topic_id, t.name.clone()))
+            .collect();
         let timeout_ms = self.target.timeout_ms();
         let started = conn.start_encoded::<ProduceRequest>(|version| {
             produce_request::encode(version, -1, timeout_ms, &topics)
@@ -608,6 +641,7 @@ impl Engine {
                     Done::Produce(Completion {
                         broker,
                         sent,
+                        ids,
                         result: inflight.response().await,
                     })
                 });
@@ -617,6 +651,7 @@ impl Engine {
                 self.complete(Completion {
                     broker,
                     sent,
+                    ids,
                     result,
                 });
             }
@@ -654,10 +689,12 @@ impl Engine {
                 .insert(done.broker, Instant::now() + throttle);
         }
         let mut results: HashMap<(String, i32), (i16, i64)> = HashMap::new();
-        let names: HashMap<uuid::Uuid, Arc<str>> = self
-            .topic_ids
+        // A nil id (unknown) names no topic: an answer under it is unmatched.
+        let names: HashMap<uuid::Uuid, Arc<str>> = done
+            .ids
             .iter()
-            .map(|(n, id)| (*id, n.clone()))
+            .filter(|(id, _)| !id.is_nil())
+            .cloned()
             .collect();
         for t in response.responses {
             let name = if t.name.0.is_empty() {
@@ -746,6 +783,15 @@ impl Engine {
                 }
                 part.failed = true;
                 part.needs_metadata |= resend.looks_up_leader();
+                let gone = matches!(
+                    code,
+                    ResponseError::UnknownTopicOrPartition | ResponseError::UnknownTopicId
+                );
+                if gone && i != self.progress_part {
+                    let topic = part.target.topic.clone();
+                    self.report_missing(&topic);
+                }
+                let part = &mut self.parts[i];
                 if i != self.progress_part {
                     if let Some(from) = part.pause(Instant::now()) {
                         tracing::warn!(source = %part.source, target = %part.target, code = code.code(), error = %error, source_offset = from, "the target keeps refusing the partition: its batches not sent yet are let go and its fetching paused until the target writes it again");
@@ -891,6 +937,11 @@ impl Engine {
                 part.recover(now);
             }
         }
+        for i in 0..self.parts.len() {
+            if self.parts[i].new_log && self.parts[i].outstanding == 0 {
+                self.start_over(i);
+            }
+        }
         self.look_up_leaders();
         Ok(())
     }
@@ -922,7 +973,22 @@ impl Engine {
             Ok(topics) => {
                 for t in topics {
                     let name: Arc<str> = Arc::from(t.name.as_str());
-                    self.topic_ids.insert(name.clone(), t.id);
+                    if t.error_code == ResponseError::UnknownTopicOrPartition.code() {
+                        // Gone, if the engine knew it: deleted on the target.
+                        if self.topic_ids.contains_key(&name) {
+                            self.report_missing(&name);
+                        }
+                        continue;
+                    }
+                    if t.error_code == 0 {
+                        self.reported.remove(&name);
+                    }
+                    if !t.id.is_nil() {
+                        let before = self.topic_ids.insert(name.clone(), t.id);
+                        if before.is_some_and(|id| !id.is_nil() && id != t.id) {
+                            self.new_log(&name, t.id);
+                        }
+                    }
                     for part in self
                         .parts
                         .iter_mut()
@@ -947,6 +1013,63 @@ impl Engine {
         } else {
             self.lookup_after = Instant::now() + self.lookup_backoff.next_delay();
         }
+    }
+
+    /// Tells topic sync that remote topic `topic` is missing on the target, unless it was
+    /// told less than `REPORT_MISSING_EVERY` ago.
+    fn report_missing(&mut self, topic: &Arc<str>) {
+        let Some(to) = &self.missing else {
+            return;
+        };
+        let now = Instant::now();
+        if self
+            .reported
+            .get(topic)
+            .is_some_and(|at| now.saturating_duration_since(*at) < REPORT_MISSING_EVERY)
+        {
+            return;
+        }
+        self.reported.insert(topic.clone(), now);
+        tracing::debug!(topic = %topic, "remote topic missing on the target; asking topic sync to create it again");
+        let _ = to.send(topic.to_string());
+    }
+
+    /// Target topic `topic` has a new id: it was deleted and created again, and its
+    /// partitions are new logs. Each is started over once its requests to the old log are
+    /// back (`Engine::start_over`).
+    fn new_log(&mut self, topic: &Arc<str>, id: uuid::Uuid) {
+        tracing::info!(topic = %topic, topic_id = %id, "the remote topic was created again (a new topic id): its partitions start over on the new logs");
+        for (i, part) in self.parts.iter_mut().enumerate() {
+            if i != self.progress_part && part.target.topic == *topic && !part.stopped {
+                part.new_log = true;
+            }
+        }
+    }
+
+    /// Starts data partition `i` over on a new target log, whose offsets restart at 0:
+    /// its offset map forgets the points of the old log (a source offset must not
+    /// translate to a target offset the new log does not hold), the position's target
+    /// offset becomes the new log's start (committed as soon as the syncs before it are
+    /// durable, so that a restart rebuilds no map from the old log's syncs either), and the
+    /// first batch the new log acknowledges writes a fresh offset sync.
+    fn start_over(&mut self, i: usize) {
+        let part = &mut self.parts[i];
+        part.start_over();
+        let source = part.source.clone();
+        if part.acked.source_next >= 0 {
+            part.acked.target_next = 0;
+        }
+        let acked = part.acked;
+        let mut maps = self.translations.lock().unwrap();
+        let mut map = OffsetMap::new();
+        map.skip_to(acked.source_next);
+        maps.insert(source.clone(), map);
+        drop(maps);
+        if acked.source_next >= 0 {
+            self.syncs.add(&source, Vec::new(), acked, Vec::new);
+        }
+        let part = &self.parts[i];
+        tracing::info!(source = %part.source, target = %part.target, source_offset = acked.source_next, "the target partition is a new log: its offset translation starts over");
     }
 
     /// The target topics (sorted, once each) of the running partitions without a known

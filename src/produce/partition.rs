@@ -214,6 +214,10 @@ pub(super) struct Partition {
     pub generation: u32,
     /// Fetching is paused (`pause`) until the batches kept are written (`resume`).
     pub paused: bool,
+    /// The target topic was found to be a new log (deleted and created again): the engine
+    /// starts the partition over on it (`Partition::start_over`) once its requests to the
+    /// old one are back, and sends nothing meanwhile.
+    pub new_log: bool,
 }
 
 impl Partition {
@@ -251,6 +255,7 @@ impl Partition {
             warned: false,
             generation: 0,
             paused: false,
+            new_log: false,
         }
     }
 
@@ -528,6 +533,18 @@ impl Partition {
             self.failed = false;
             self.retry_at = Some(now + self.backoff.next_delay());
         }
+    }
+
+    /// The target partition is a new log (its topic deleted and created again): it holds no
+    /// producer state, so, like a partition that never acknowledged strait's producer, it
+    /// takes one batch at a time until it acknowledges one (a broker without state for a
+    /// producer takes any sequence, so a batch behind a failed one would be written ahead of
+    /// it); nothing written before is known to precede what comes next there. The batches
+    /// kept go with the sequences they have, which such a broker accepts.
+    pub fn start_over(&mut self) {
+        self.new_log = false;
+        self.confirmed = false;
+        self.follows = None;
     }
 
     /// The producer id changed: every unacknowledged batch is resent, numbered from 0.
@@ -1006,6 +1023,27 @@ mod tests {
         send(&mut p);
         answer(&mut p, 0, duplicate, -1);
         assert_eq!(settle(&mut p), vec![(6, None)]);
+    }
+
+    /// A partition started over on a new log (its topic deleted and created again) keeps its
+    /// sequences, which a broker without state for strait's producer takes, but takes one
+    /// batch at a time again, and no batch of the new log follows the old log's last one.
+    #[test]
+    fn a_new_log_is_unconfirmed_and_follows_nothing_of_the_old_one() {
+        let mut p = partition();
+        queue(&mut p, 2, 2);
+        send(&mut p);
+        answer(&mut p, 0, 0, 10);
+        assert_eq!(settle(&mut p), vec![(2, Some(10))]);
+        assert!(p.confirmed);
+        p.new_log = true;
+        p.start_over();
+        assert!(!p.confirmed && !p.new_log);
+        queue(&mut p, 3, 5);
+        assert_eq!(send(&mut p), Some(2), "the sequences go on");
+        let duplicate = ResponseError::DuplicateSequenceNumber.code();
+        answer(&mut p, 2, duplicate, -1);
+        assert_eq!(settle(&mut p), vec![(5, None)], "not at 12: another log");
     }
 
     #[test]

@@ -193,7 +193,9 @@ struct Running {
     buffer: Arc<Semaphore>,
     /// The source side's broker, holding the offset syncs topic the engine's syncs go to
     /// (progress is committed only once they are written).
-    _syncs_broker: FakeBroker,
+    syncs_broker: FakeBroker,
+    /// The remote topics the engine reported missing on the target.
+    missing: mpsc::UnboundedReceiver<String>,
 }
 
 impl Running {
@@ -208,7 +210,27 @@ impl Running {
         routes: &[(&str, &str)],
         fetcher: Fetcher,
     ) -> Running {
-        let translations = Translations::default();
+        let routes = routes
+            .iter()
+            .map(|(source, target)| Route {
+                source: TopicPartition::new(*source, 0),
+                target: TopicPartition::new(*target, 0),
+                resume: None,
+                lineage: Lineage::UNKNOWN,
+                new_log: false,
+            })
+            .collect();
+        Running::start_routes(target, config, routes, fetcher, Translations::default()).await
+    }
+
+    /// `start_with` on `routes` as they are, with the offset maps `translations` holds.
+    async fn start_routes(
+        target: Cluster,
+        config: ProduceConfig,
+        routes: Vec<Route>,
+        fetcher: Fetcher,
+        translations: Translations,
+    ) -> Running {
         const SYNCS: &str = "mm2-offset-syncs.target.internal";
         let syncs_broker = FakeBroker::start(1, &[(SYNCS, 1)], |_| Reply::Default).await;
         let source = Cluster::new(
@@ -235,13 +257,10 @@ impl Running {
         )
         .await
         .unwrap();
-        for (source, target) in routes {
-            engine.route(Route {
-                source: TopicPartition::new(*source, 0),
-                target: TopicPartition::new(*target, 0),
-                resume: None,
-                lineage: Lineage::UNKNOWN,
-            });
+        let (missing_tx, missing) = mpsc::unbounded_channel();
+        engine.report_missing_topics(missing_tx);
+        for route in routes {
+            engine.route(route);
         }
         let (events, events_rx) = mpsc::channel(16);
         let (_commands, commands_rx) = mpsc::unbounded_channel();
@@ -255,7 +274,8 @@ impl Running {
             shutdown,
             task,
             buffer: Arc::new(Semaphore::new(1000)),
-            _syncs_broker: syncs_broker,
+            syncs_broker,
+            missing,
         }
     }
 
@@ -799,5 +819,453 @@ async fn a_refused_partition_is_paused_alone_and_resumes_in_order() {
     let expected: Vec<(i64, i32)> = (0..100).map(|i| (i * 10, 10)).collect();
     assert_eq!(written, expected, "b's records arrive once each, in order");
     source.abort();
+    running.stop().await;
+}
+
+/// The offset syncs `(upstream, downstream)` of source partition `source`-0 the engine's
+/// syncs writer appended to `broker`, in order.
+fn syncs_written(broker: &FakeBroker, source: &str) -> Vec<(i64, i64)> {
+    let tp = TopicPartition::new(source, 0);
+    let mut out = Vec::new();
+    for request in broker.received_of(ApiKey::Produce) {
+        let RequestKind::Produce(produce) = &request.body else {
+            continue;
+        };
+        let records = produce.topic_data.iter().flat_map(|t| &t.partition_data);
+        for bytes in records.filter_map(|p| p.records.clone()) {
+            let batch = RawBatch::new(bytes).unwrap();
+            for r in decode_uncompressed(&batch).unwrap() {
+                let sync =
+                    crate::mm2::records::OffsetSync::decode(&r.key.unwrap(), &r.value.unwrap())
+                        .unwrap();
+                if sync.topic_partition == tp {
+                    out.push((sync.upstream_offset, sync.downstream_offset));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A Metadata answer from broker 1 at `addr` (leader of everything) for `topics`: name, topic
+/// id, error code (UNKNOWN_TOPIC_OR_PARTITION: no partitions).
+fn metadata_of(addr: &str, topics: &[(&str, uuid::Uuid, i16)]) -> Reply {
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let topics = topics
+        .iter()
+        .map(|(name, id, code)| {
+            let partitions = if *code == 0 {
+                vec![MetadataResponsePartition::default()
+                    .with_partition_index(0)
+                    .with_leader_id(BrokerId(1))
+                    .with_replica_nodes(vec![BrokerId(1)])
+                    .with_isr_nodes(vec![BrokerId(1)])]
+            } else {
+                Vec::new()
+            };
+            MetadataResponseTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+                .with_topic_id(if *code == 0 { *id } else { uuid::Uuid::nil() })
+                .with_error_code(*code)
+                .with_partitions(partitions)
+        })
+        .collect();
+    Reply::Answer(ResponseKind::Metadata(
+        MetadataResponse::default()
+            .with_brokers(vec![MetadataResponseBroker::default()
+                .with_node_id(BrokerId(1))
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port.parse().unwrap())])
+            .with_controller_id(BrokerId(1))
+            .with_topics(topics),
+    ))
+}
+
+/// The remote topic is deleted on the target while strait writes to it, then created again
+/// (a new topic id, offsets from 0): the engine reports it missing (for topic sync to create
+/// it again), and once the topic is back its partition starts over on the new log: the
+/// batch the deleted topic refused is written there, the offset map forgets the old log
+/// (no source offset translates to an offset the new log does not hold), a fresh offset sync
+/// is written, and the position committed carries the new log's offsets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_topic_created_again_starts_its_partitions_over() {
+    // 0: the old topic; 1: deleted; 2: created again, its leader not writing yet
+    // (NOT_ENOUGH_REPLICAS); 3: writing.
+    let phase = Arc::new(std::sync::atomic::AtomicU8::new(0));
+    let now = phase.clone();
+    let addr: Arc<Mutex<String>> = Arc::default();
+    let own = addr.clone();
+    let old_id: Arc<Mutex<uuid::Uuid>> = Arc::default();
+    let old = old_id.clone();
+    let new_id = uuid::Uuid::from_u128(0xbbbb);
+    // Batches of the new log, by record count, in order.
+    let written: Arc<Mutex<Vec<i32>>> = Arc::default();
+    let write = written.clone();
+    let broker = FakeBroker::start(1, &[("b", 1), (PROGRESS, 1)], move |r| {
+        let phase = now.load(std::sync::atomic::Ordering::SeqCst);
+        let old = *old.lock().unwrap();
+        match &r.body {
+            RequestKind::Metadata(m) if phase > 0 => {
+                let asked = |name: &str| {
+                    m.topics.as_ref().is_none_or(|ts| {
+                        ts.iter()
+                            .any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == name))
+                    })
+                };
+                let mut topics = vec![(PROGRESS, uuid::Uuid::from_u128(7), 0)];
+                if asked("b") {
+                    topics.push(match phase {
+                        1 => ("b", old, ResponseError::UnknownTopicOrPartition.code()),
+                        _ => ("b", new_id, 0),
+                    });
+                }
+                metadata_of(&own.lock().unwrap(), &topics)
+            }
+            RequestKind::Produce(produce) if phase > 0 => {
+                let b = Topic { name: "b", id: old };
+                if phase == 1 {
+                    return answer(r, &b, ResponseError::UnknownTopicId.code(), 0);
+                }
+                // The old id names no topic any more.
+                let new = Topic {
+                    name: "b",
+                    id: new_id,
+                };
+                if produce
+                    .topic_data
+                    .iter()
+                    .any(|t| b.is(t) && t.topic_id == old)
+                {
+                    return answer(r, &b, ResponseError::UnknownTopicId.code(), 0);
+                }
+                if phase == 2 {
+                    return answer(r, &new, ResponseError::NotEnoughReplicas.code(), 0);
+                }
+                let counts = produce
+                    .topic_data
+                    .iter()
+                    .filter(|t| new.is(t))
+                    .flat_map(|t| &t.partition_data)
+                    .filter_map(|p| p.records.clone())
+                    .map(|bytes| RawBatch::new(bytes).unwrap().record_count());
+                write.lock().unwrap().extend(counts);
+                // The built-in broker appends under the new id from offset 0.
+                Reply::Default
+            }
+            _ => Reply::Default,
+        }
+    })
+    .await;
+    *addr.lock().unwrap() = broker.addr.clone();
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(5),
+    );
+    *old_id.lock().unwrap() = Topic::of(&target, "b").await.id;
+    let mut running = Running::start(target, config(), &[("sb", "b")]).await;
+    running
+        .fetched("sb", vec![batch(0, 5), batch(5, 5)], 100)
+        .await;
+    until(|| running.position("sb") == 10).await;
+    assert_eq!(running.translate("sb", 7), Some(7));
+
+    phase.store(1, std::sync::atomic::Ordering::SeqCst);
+    running.fetched("sb", vec![batch(10, 4)], 100).await;
+    let reported = tokio::time::timeout(Duration::from_secs(10), running.missing.recv()).await;
+    assert_eq!(
+        reported,
+        Ok(Some("b".to_string())),
+        "the deleted topic is reported"
+    );
+
+    // Back, and empty: nothing of the old log may translate to an offset of the new one
+    // (7 would be past its end).
+    phase.store(2, std::sync::atomic::Ordering::SeqCst);
+    until(|| running.translate("sb", 7).is_none()).await;
+    assert_eq!(
+        running.translate("sb", 7),
+        None,
+        "translated into the new log"
+    );
+    phase.store(3, std::sync::atomic::Ordering::SeqCst);
+    until(|| running.position("sb") == 14).await;
+    assert_eq!(
+        running.position("sb"),
+        14,
+        "the batch is written to the new log"
+    );
+    assert_eq!(*written.lock().unwrap(), vec![4]);
+    for offset in [0, 7, 9] {
+        assert_eq!(
+            running.translate("sb", offset),
+            None,
+            "source offset {offset} was on the old log only"
+        );
+    }
+    assert_eq!(running.translate("sb", 10), Some(0));
+    assert_eq!(running.translate("sb", 12), Some(2));
+    let maps = running.translations.lock().unwrap().clone();
+    assert_eq!(maps[&TopicPartition::new("sb", 0)].points(), &[(10, 0)]);
+    // The fresh sync reaches the syncs topic: replayed after the old log's, it drops them.
+    let within_10s = Instant::now() + Duration::from_secs(10);
+    while !syncs_written(&running.syncs_broker, "sb").contains(&(10, 0))
+        && Instant::now() < within_10s
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let syncs = syncs_written(&running.syncs_broker, "sb");
+    assert_eq!(syncs.last(), Some(&(10, 0)), "{syncs:?}");
+    let rebuilt = crate::offset_map::OffsetMap::from_syncs(
+        syncs,
+        Some(Position {
+            source_next: 14,
+            target_next: 4,
+        }),
+    );
+    assert_eq!(rebuilt.translate(7), Some(0), "at or before, never past");
+    assert_eq!(rebuilt.translate(12), Some(2));
+    running.stop().await;
+}
+
+/// A remote topic deleted while strait was stopped is created again by the start's
+/// discovery, and its partitions are routed as new logs: the offset map rebuilt from the
+/// old log's syncs is forgotten before anything is written (source offset 7 translated to
+/// 47, an offset the new topic does not hold), and the partition goes on from its committed
+/// position in the new log, from target offset 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_routed_to_a_new_log_starts_over_from_its_position() {
+    let broker = FakeBroker::start(1, &[("b", 1), (PROGRESS, 1)], |_| Reply::Default).await;
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(5),
+    );
+    let source = TopicPartition::new("sb", 0);
+    let resume = Position {
+        source_next: 10,
+        target_next: 50,
+    };
+    let translations = Translations::default();
+    let rebuilt = crate::offset_map::OffsetMap::from_syncs([(0, 40)], Some(resume));
+    assert_eq!(rebuilt.translate(7), Some(47));
+    translations.lock().unwrap().insert(source.clone(), rebuilt);
+    let route = Route {
+        source: source.clone(),
+        target: TopicPartition::new("b", 0),
+        resume: Some(resume),
+        lineage: Lineage::UNKNOWN,
+        new_log: true,
+    };
+    let running = Running::start_routes(
+        target,
+        config(),
+        vec![route],
+        Fetcher::detached(),
+        translations,
+    )
+    .await;
+    until(|| running.translate("sb", 7).is_none()).await;
+    assert_eq!(
+        running.translate("sb", 7),
+        None,
+        "translated into the new log"
+    );
+    running.fetched("sb", vec![batch(10, 4)], 100).await;
+    until(|| running.position("sb") == 14).await;
+    assert_eq!(running.translate("sb", 10), Some(0));
+    assert_eq!(running.translate("sb", 13), Some(3));
+    running.stop().await;
+}
+
+/// Log lines of the engine (run on this thread) as text, for a test that must tell an
+/// answer's handling by what the engine says.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Metadata naming brokers 1 and 2 (`addrs`): topic `b` (id `b_id`) with partition 0 led by
+/// broker 2 and partition 1 by broker 1, and the progress topic led by broker 2.
+fn split_metadata(addrs: &[String; 2], b_id: uuid::Uuid) -> Reply {
+    let brokers = addrs
+        .iter()
+        .zip([1, 2])
+        .map(|(addr, id)| {
+            let (host, port) = addr.rsplit_once(':').unwrap();
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(id))
+                .with_host(StrBytes::from_string(host.to_string()))
+                .with_port(port.parse().unwrap())
+        })
+        .collect();
+    let partition = |index: i32, leader: i32| {
+        MetadataResponsePartition::default()
+            .with_partition_index(index)
+            .with_leader_id(BrokerId(leader))
+            .with_replica_nodes(vec![BrokerId(leader)])
+            .with_isr_nodes(vec![BrokerId(leader)])
+    };
+    let topic = |name: &str, id: uuid::Uuid, partitions| {
+        MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(name.to_string()))))
+            .with_topic_id(id)
+            .with_partitions(partitions)
+    };
+    Reply::Answer(ResponseKind::Metadata(
+        MetadataResponse::default()
+            .with_brokers(brokers)
+            .with_controller_id(BrokerId(1))
+            .with_topics(vec![
+                topic("b", b_id, vec![partition(0, 2), partition(1, 1)]),
+                topic(PROGRESS, uuid::Uuid::from_u128(7), vec![partition(0, 2)]),
+            ]),
+    ))
+}
+
+/// A Produce request still in flight when its topic gets a new id (deleted and created
+/// again) is answered under the id it was sent with: the answer is matched by that id (here
+/// UNKNOWN_TOPIC_ID, resent under the new one), not taken for one that lacks the partition.
+/// b-1's request, to broker 1, is answered late (10 s); meanwhile b-0, on broker 2, is
+/// refused, and the engine looks the topic up (at broker 3, the bootstrap address, so that
+/// the lookup does not queue behind the late answer) and learns its new id.
+#[tokio::test]
+async fn an_answer_under_the_old_topic_id_is_matched_by_the_id_it_was_sent_with() {
+    let logs = Logs::default();
+    let writer = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .finish();
+    // The current-thread runtime runs the engine here, under this subscriber.
+    let _logging = tracing::subscriber::set_default(subscriber);
+    let old_id = uuid::Uuid::from_u128(0xaaaa);
+    let new_id = uuid::Uuid::from_u128(0xcccc);
+    let again = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let addrs: Arc<Mutex<[String; 2]>> = Arc::default();
+    let under_old = move |r: &Received| match &r.body {
+        RequestKind::Produce(p) => p.topic_data.iter().any(|t| t.topic_id == old_id),
+        _ => false,
+    };
+    let refused = move |r: &Received| {
+        let Reply::Answer(refused) = answer(
+            r,
+            &Topic {
+                name: "b",
+                id: old_id,
+            },
+            ResponseError::UnknownTopicId.code(),
+            0,
+        ) else {
+            unreachable!()
+        };
+        refused
+    };
+    let (script_again, script_addrs) = (again.clone(), addrs.clone());
+    let bootstrap = FakeBroker::start(3, &[], move |r| match &r.body {
+        RequestKind::Metadata(_) => {
+            let again = script_again.load(std::sync::atomic::Ordering::SeqCst);
+            let id = if again { new_id } else { old_id };
+            split_metadata(&script_addrs.lock().unwrap(), id)
+        }
+        // No `max.message.bytes` on the progress topic: the default batch size.
+        RequestKind::DescribeConfigs(_) => Reply::Answer(ResponseKind::DescribeConfigs(
+            kafka_protocol::messages::DescribeConfigsResponse::default(),
+        )),
+        _ => Reply::Default,
+    })
+    .await;
+    let script_again = again.clone();
+    let broker1 = FakeBroker::start(1, &[], move |r| {
+        let again = script_again.load(std::sync::atomic::Ordering::SeqCst);
+        match &r.body {
+            // Held until the hold limit: nothing else comes on this connection.
+            RequestKind::Produce(_) if again && under_old(r) => {
+                Reply::AnswerAfter(refused(r), Box::new(|_| false))
+            }
+            _ => Reply::Default,
+        }
+    })
+    .await;
+    let script_again = again.clone();
+    let broker2 = FakeBroker::start(2, &[], move |r| {
+        let again = script_again.load(std::sync::atomic::Ordering::SeqCst);
+        match &r.body {
+            RequestKind::Produce(_) if again && under_old(r) => Reply::Answer(refused(r)),
+            _ => Reply::Default,
+        }
+    })
+    .await;
+    *addrs.lock().unwrap() = [broker1.addr.clone(), broker2.addr.clone()];
+    let target = Cluster::new(
+        "target",
+        vec![bootstrap.addr.clone()],
+        "strait",
+        Duration::from_secs(30),
+    );
+    let routes = (0..2)
+        .map(|p| Route {
+            source: TopicPartition::new("sb", p),
+            target: TopicPartition::new("b", p),
+            resume: None,
+            lineage: Lineage::UNKNOWN,
+            new_log: false,
+        })
+        .collect();
+    let running = Running::start_routes(
+        target,
+        config(),
+        routes,
+        Fetcher::detached(),
+        Translations::default(),
+    )
+    .await;
+    let position = |p: i32| {
+        let maps = running.translations.lock().unwrap();
+        maps.get(&TopicPartition::new("sb", p))
+            .map_or(-1, |m| m.position().source_next)
+    };
+    let feed = |p: i32, base: i64| {
+        let permit = running.buffer.clone().try_acquire_owned().unwrap();
+        let batch = batch(base, 2);
+        let chunk = Chunk {
+            tp: TopicPartition::new("sb", p),
+            next_offset: batch.next_offset(),
+            batches: vec![Fetched {
+                source_next: batch.next_offset(),
+                batch,
+                offset_deltas: None,
+            }],
+            high_watermark: 100,
+            generation: 0,
+            permit: Arc::new(permit),
+        };
+        running.events.try_send(FetchEvent::Chunk(chunk)).unwrap();
+    };
+    feed(0, 0);
+    feed(1, 0);
+    until(|| position(0) == 2 && position(1) == 2).await;
+    assert_eq!((position(0), position(1)), (2, 2));
+
+    again.store(true, std::sync::atomic::Ordering::SeqCst);
+    feed(1, 2);
+    let held = || broker1.received_of(ApiKey::Produce).iter().any(under_old);
+    until(held).await;
+    feed(0, 2);
+    let limit = Duration::from_secs(30);
+    within(limit, || position(0) == 4 && position(1) == 4).await;
+    let text = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    assert_eq!((position(0), position(1)), (4, 4), "{text}");
+    assert!(!text.contains("lacks the partition"), "{text}");
     running.stop().await;
 }
