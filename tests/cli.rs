@@ -237,12 +237,14 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, blackhole: &Arc<AtomicBool>) {
     });
 }
 
-/// Shutdown: a first SIGTERM drains; a second one exits at once (128 + 15) and says so;
-/// and a drain that hangs (here the heartbeat task, its Produce to a target that went
-/// silent, with a 60 s request timeout) is cut at `shutdown.drain.timeout.ms` + 10 s, exit 1.
-/// Before, the second signal was ignored and nothing bounded the drain.
+/// Shutdown: a first SIGTERM drains; a second one exits at once (128 + 15) and says so.
+/// Here the drain waits for batches sent to a target that went silent (the requests reach
+/// it, no answer comes back; 60 s request timeout). With a 1 s `shutdown.drain.timeout.ms`
+/// the drain gives them up after that second: strait exits long before the request timeout,
+/// and they are replicated again at the next start. Before, the second signal was ignored
+/// and nothing bounded the drain.
 #[test]
-fn a_second_signal_exits_at_once_and_a_deadline_bounds_a_hanging_drain() {
+fn a_second_signal_exits_at_once_and_the_drain_timeout_bounds_a_hanging_drain() {
     kafka::fetch();
     let proxy = Proxy::start();
     let advertised = format!("advertised.listeners=PLAINTEXT://{}", proxy.addr());
@@ -263,6 +265,10 @@ fn a_second_signal_exits_at_once_and_a_deadline_bounds_a_hanging_drain() {
     };
     // What a target gone silent makes strait say while it drains.
     let silent = ["heartbeat not written", "timed out"];
+    // Records strait fetches and sends to the silent target: the drain waits for them.
+    let in_flight = || {
+        kafka::produce(source, &["--topic", &topic, "--count", "200"]);
+    };
 
     let mut strait = Strait::start(&config(60_000), "properties")
         .allow(&silent)
@@ -270,6 +276,7 @@ fn a_second_signal_exits_at_once_and_a_deadline_bounds_a_hanging_drain() {
     strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains("replicating"));
     std::thread::sleep(Duration::from_secs(2));
     proxy.blackhole(true);
+    in_flight();
     std::thread::sleep(Duration::from_secs(2));
     strait.signal("TERM");
     std::thread::sleep(Duration::from_secs(1));
@@ -281,25 +288,21 @@ fn a_second_signal_exits_at_once_and_a_deadline_bounds_a_hanging_drain() {
     drop(strait);
 
     proxy.blackhole(false);
-    let mut strait = Strait::start(&config(1000), "properties")
-        .allow(&silent)
-        .allow(&["shutdown did not finish"]);
+    let mut strait = Strait::start(&config(1000), "properties").allow(&silent);
     strait.wait_for_log_line(Duration::from_secs(60), |l| l.contains("replicating"));
     std::thread::sleep(Duration::from_secs(2));
     proxy.blackhole(true);
+    in_flight();
     std::thread::sleep(Duration::from_secs(2));
     let stopping = Instant::now();
     strait.signal("TERM");
     let status = strait.wait_exit(Duration::from_secs(30));
     let took = stopping.elapsed();
     let log = strait.log_text();
-    assert_eq!(status.code(), Some(1), "{log}");
-    assert!(took >= Duration::from_secs(10), "{took:?}\n{log}");
+    assert!(status.success(), "{status}\n{log}");
     assert!(
-        log.lines().last().unwrap_or_default().starts_with(
-            "strait: shutdown did not finish within 11000 ms (shutdown.drain.timeout.ms + 10 s)"
-        ),
-        "{log}"
+        took >= Duration::from_secs(1) && took < Duration::from_secs(20),
+        "{took:?}\n{log}"
     );
     drop(strait);
     proxy.blackhole(false);
