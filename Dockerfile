@@ -1,0 +1,13 @@
+# strait in a FROM-scratch image: the static musl binary and nothing else (no libc, no shell,
+# no CA store: strait reads its config file and speaks to Kafka, nothing more).
+#
+#   cargo build --release --target x86_64-unknown-linux-musl
+#   docker build -t strait .            (or podman / buildah bud)
+#   docker run --rm -v "$PWD/mm2.properties:/etc/strait/mm2.properties:ro" strait
+#
+# scripts/empty-root.sh shows the binary runs in a root holding only itself and its config.
+FROM scratch
+COPY target/x86_64-unknown-linux-musl/release/strait /strait
+USER 65534:65534
+ENTRYPOINT ["/strait"]
+CMD ["run", "/etc/strait/mm2.properties"]
