@@ -33,14 +33,19 @@ pub struct Committed {
     pub metadata: String,
 }
 
-/// Every group of the cluster (ListGroups goes to each broker).
+/// Every group of the cluster (ListGroups goes to each broker, retried while a broker's
+/// group coordinator is loading, as it is for a while after the broker starts).
 pub async fn list(cluster: &Cluster) -> Result<Vec<Listing>, KafkaError> {
     cluster.metadata(Some(&[])).await?;
     let mut out = Vec::new();
     for id in cluster.broker_ids() {
-        let conn = cluster.broker(id).await?;
-        let response = conn.send(&ListGroupsRequest::default()).await?;
-        KafkaError::check("ListGroups", || format!("broker {id}"), response.error_code)?;
+        let response = retry(cluster.timeout(), || async {
+            let conn = cluster.broker(id).await?;
+            let response = conn.send(&ListGroupsRequest::default()).await?;
+            KafkaError::check("ListGroups", || format!("broker {id}"), response.error_code)?;
+            Ok(response)
+        })
+        .await?;
         out.extend(response.groups.into_iter().map(|g| Listing {
             group_id: g.group_id.0.to_string(),
             state: g.group_state.to_string(),
@@ -172,4 +177,57 @@ pub async fn commit(
         Ok(())
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use kafka_protocol::error::ResponseError;
+    use kafka_protocol::messages::list_groups_response::ListedGroup;
+    use kafka_protocol::messages::{ListGroupsResponse, RequestKind, ResponseKind};
+
+    use super::*;
+    use crate::kafka::fake_broker::{FakeBroker, Reply};
+
+    /// A broker whose group coordinator is still loading answers ListGroups with
+    /// COORDINATOR_LOAD_IN_PROGRESS: that is a wait, not a failed round of checkpoints.
+    #[tokio::test]
+    async fn a_loading_coordinator_is_waited_for() {
+        let asked = Arc::new(AtomicUsize::new(0));
+        let count = asked.clone();
+        let broker = FakeBroker::start(1, &[], move |r| match r.body {
+            RequestKind::ListGroups(_) => {
+                let loading = count.fetch_add(1, Ordering::SeqCst) < 2;
+                let response = if loading {
+                    ListGroupsResponse::default()
+                        .with_error_code(ResponseError::CoordinatorLoadInProgress.code())
+                } else {
+                    ListGroupsResponse::default().with_groups(vec![ListedGroup::default()
+                        .with_group_id(GroupId(StrBytes::from_static_str("g")))
+                        .with_group_state(StrBytes::from_static_str("Empty"))])
+                };
+                Reply::Answer(ResponseKind::ListGroups(response))
+            }
+            _ => Reply::Default,
+        })
+        .await;
+        let cluster = Cluster::new(
+            "source",
+            vec![broker.addr.clone()],
+            "strait-test",
+            Duration::from_secs(10),
+        );
+        let groups = list(&cluster).await.unwrap();
+        assert_eq!(
+            groups,
+            [Listing {
+                group_id: "g".into(),
+                state: "Empty".into()
+            }]
+        );
+        assert_eq!(asked.load(Ordering::SeqCst), 3);
+    }
 }
