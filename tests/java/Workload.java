@@ -126,7 +126,7 @@ public class Workload {
         AtomicReference<Exception> error = new AtomicReference<>();
         Callback cb = (md, e) -> { if (e != null) error.compareAndSet(null, e); };
         long committed = 0, aborted = 0, inTxn = 0, txnIndex = 0;
-        long start = System.nanoTime();
+        long due = System.nanoTime();
         try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
             if (txnId != null) producer.initTransactions();
             for (long i = first; i < first + count; i++) {
@@ -159,9 +159,13 @@ public class Workload {
                     txnIndex++;
                 }
                 if (rate > 0) {
-                    long due = start + (i - first + 1) * 1_000_000_000L / rate;
+                    // Paced, and after a stall (send() blocked while a broker was down) on at
+                    // the same pace from now rather than catching up in a burst: a soak
+                    // bounds duplicates by the rate, which a burst would exceed.
+                    due += 1_000_000_000L / rate;
                     long wait = due - System.nanoTime();
                     if (wait > 0) Thread.sleep(wait / 1_000_000, (int) (wait % 1_000_000));
+                    else if (wait < -1_000_000_000L) due = System.nanoTime();
                 }
             }
             producer.flush();
