@@ -17,6 +17,7 @@ use crate::config::{ClusterConfig, Config, FlowConfig, Location};
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::kafka::admin::{topic_configs, TopicSpec};
 use crate::kafka::backoff::Backoff;
+use crate::kafka::tls::Tls;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::acl_sync::sync_acls;
 use crate::mm2::checkpoint::{self, CheckpointConfig};
@@ -48,6 +49,9 @@ pub enum FlowError {
     },
     #[error("flow {flow}: {count} partition(s) stopped on errors (see the log)")]
     Stopped { flow: String, count: usize },
+    /// A cluster's connection settings cannot be put to use.
+    #[error("{0}")]
+    Setup(String),
 }
 
 /// How a supervised task ended before its time.
@@ -68,8 +72,11 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Flow
     let mut tasks = JoinSet::new();
     let mut names = HashMap::new();
     for flow in config.flows.clone() {
-        let source = cluster(&config.clusters[&flow.source]);
-        let target = cluster(&config.clusters[&flow.target]);
+        let setup = |alias: &str| {
+            cluster(&config.clusters[alias]).map_err(|e| FlowError::Setup(format!("{e:#}")))
+        };
+        let source = setup(&flow.source)?;
+        let target = setup(&flow.target)?;
         let shutdown = shutdown.clone();
         let name = format!("{}->{}", flow.source, flow.target);
         let task = tasks.spawn(async move { run_flow(flow, source, target, shutdown).await });
@@ -172,17 +179,26 @@ impl Tasks {
     }
 }
 
-/// The cluster `c` describes, with no connection yet.
-pub fn cluster(c: &ClusterConfig) -> Arc<Cluster> {
-    Arc::new(
+/// The cluster `c` describes, with no connection yet. Fails only on TLS settings that
+/// validation could not judge (a key that does not fit its certificate, a CPU without the
+/// instructions TLS needs).
+pub fn cluster(c: &ClusterConfig) -> anyhow::Result<Arc<Cluster>> {
+    let tls = c
+        .tls
+        .as_ref()
+        .map(Tls::new)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("cluster {}: TLS: {e}", c.alias))?;
+    Ok(Arc::new(
         Cluster::new(
             &c.alias,
             c.bootstrap_servers.clone(),
             &c.client_id,
             Duration::from_millis(c.request_timeout_ms),
         )
-        .with_send_buffer(c.send_buffer_bytes),
-    )
+        .with_send_buffer(c.send_buffer_bytes)
+        .with_tls(tls),
+    ))
 }
 
 /// How often a running flow logs its replication status.

@@ -13,7 +13,8 @@
 //!   [`batch::compression`] · `crc`.
 //! - [`kafka`]: the wire client. [`kafka::codec`] (the framing choke point) ·
 //!   [`kafka::segments`] (outgoing frames as byte segments) · [`kafka::connection`] (one
-//!   pipelined connection per broker) · [`kafka::cluster`] (metadata, pooled connections,
+//!   pipelined connection per broker) · [`kafka::tls`] (TLS inside it, rustls with
+//!   graviola) · [`kafka::cluster`] (metadata, pooled connections,
 //!   InitProducerId) · [`kafka::error`] · [`kafka::backoff`] (backoff and the one
 //!   retry-until-deadline loop) · [`kafka::buffer_pool`] · request helpers:
 //!   [`kafka::produce_request`] (zero-copy Produce bodies), [`kafka::appender`] (strait's own

@@ -207,13 +207,22 @@ impl std::fmt::Display for Signal {
 
 async fn check(config: strait::config::Config) -> anyhow::Result<()> {
     for c in config.clusters.values() {
-        let cluster = strait::flow::cluster(c);
+        let cluster = strait::flow::cluster(c)?;
         let topics = cluster
             .metadata(None)
             .await
             .map_err(|e| anyhow::Error::new(e).context(format!("cluster {}", c.alias)))?;
+        let security = match cluster
+            .any_broker()
+            .await
+            .ok()
+            .and_then(|b| b.tls().map(String::from))
+        {
+            Some(tls) => format!("SSL, {tls}, broker certificate verified"),
+            None => "PLAINTEXT".to_string(),
+        };
         println!(
-            "cluster {}: reachable at {}, {} topics",
+            "cluster {}: reachable at {} ({security}), {} topics",
             c.alias,
             c.bootstrap_servers.join(","),
             topics.len()

@@ -260,19 +260,6 @@ const INTERNAL_RF: Setter = Setter::Flow(|f, v, o| {
 const CHECK_BOOL: Setter = Setter::Check(|v| parse_bool(v).map(|_| ()));
 const CHECK_INT: Setter = Setter::Check(|v| parse_int(v).map(|_| ()));
 const CHECK_ANY: Setter = Setter::Check(|_| Ok(()));
-/// `security.protocol`: connecting in plaintext where the file asks for TLS or SASL would
-/// send the cluster's data unencrypted or unauthenticated, so that is refused.
-const CHECK_PLAINTEXT: Setter = Setter::Check(|v| {
-    if v.eq_ignore_ascii_case("PLAINTEXT") {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{v}` is not supported yet: strait connects with PLAINTEXT only (TLS and SASL \
-             are not implemented)"
-        ))
-    }
-});
-
 use Scope::{Cluster, Flow, Global, SourceCluster, TargetCluster};
 
 /// `topics.exclude` default as written in the key table (see [`crate::filter`]).
@@ -346,10 +333,112 @@ pub static KEYS: &[KeySpec] = &[
              fixed receive buffer drop fewer packets, each a possible 200-ms retransmission \
              stall. Raise it, or -1, for a distant target.",
     ),
-    KeySpec::new("security.protocol", Cluster, "PLAINTEXT", CHECK_PLAINTEXT).doc(
-        "Kafka security protocol. strait speaks PLAINTEXT only (TLS/SASL not implemented \
-             yet), so any other value is an error rather than a plaintext connection.",
+    KeySpec::new(
+        "security.protocol",
+        Cluster,
+        "PLAINTEXT",
+        cluster!(security_protocol, parse_string),
+    )
+    .toml("security_protocol")
+    .doc(
+        "PLAINTEXT or SSL (TLS). SASL_PLAINTEXT and SASL_SSL are refused: strait has no SASL \
+             yet, and connecting without it would only be refused by the broker.",
     ),
+    KeySpec::new(
+        "ssl.truststore.location",
+        Cluster,
+        "",
+        cluster!(ssl_truststore_location, parse_string),
+    )
+    .toml("ssl_truststore_location")
+    .doc(
+        "PEM file of the CA certificates a broker's certificate must chain to. Neither this \
+             nor `ssl.truststore.certificates`: the public CA roots built into strait.",
+    ),
+    KeySpec::new(
+        "ssl.truststore.type",
+        Cluster,
+        "PEM",
+        cluster!(ssl_truststore_type, parse_string),
+    )
+    .toml("ssl_truststore_type")
+    .doc(
+        "PEM. A JKS or PKCS12 truststore is an error that says how to export it as PEM \
+             (Kafka's default is JKS; strait reads PEM only).",
+    ),
+    KeySpec::new(
+        "ssl.truststore.certificates",
+        Cluster,
+        "",
+        cluster!(ssl_truststore_certificates, parse_string),
+    )
+    .toml("ssl_truststore_certificates")
+    .doc("The trusted CA certificates inline, in PEM."),
+    KeySpec::new(
+        "ssl.keystore.location",
+        Cluster,
+        "",
+        cluster!(ssl_keystore_location, parse_string),
+    )
+    .toml("ssl_keystore_location")
+    .doc(
+        "PEM file with strait's private key (PKCS#8, PKCS#1 or SEC1) and certificate chain, \
+             for listeners that require client certificates (mutual TLS).",
+    ),
+    KeySpec::new(
+        "ssl.keystore.type",
+        Cluster,
+        "PEM",
+        cluster!(ssl_keystore_type, parse_string),
+    )
+    .toml("ssl_keystore_type")
+    .doc("PEM. JKS and PKCS12 are errors that say how to convert them."),
+    KeySpec::new(
+        "ssl.keystore.certificate.chain",
+        Cluster,
+        "",
+        cluster!(ssl_keystore_certificate_chain, parse_string),
+    )
+    .toml("ssl_keystore_certificate_chain")
+    .doc("strait's certificate chain inline, in PEM, leaf first (with `ssl.keystore.key`)."),
+    KeySpec::new(
+        "ssl.keystore.key",
+        Cluster,
+        "",
+        cluster!(ssl_keystore_key, parse_string),
+    )
+    .toml("ssl_keystore_key")
+    .doc("strait's private key inline, in PEM (with `ssl.keystore.certificate.chain`)."),
+    KeySpec::new(
+        "ssl.key.password",
+        Cluster,
+        "",
+        cluster!(ssl_key_password, parse_string),
+    )
+    .toml("ssl_key_password")
+    .doc(
+        "Password of an encrypted private key. strait reads unencrypted keys only: an \
+             encrypted one is an error that says how to decrypt it.",
+    ),
+    KeySpec::new(
+        "ssl.endpoint.identification.algorithm",
+        Cluster,
+        "https",
+        cluster!(ssl_endpoint_identification_algorithm, parse_string),
+    )
+    .toml("ssl_endpoint_identification_algorithm")
+    .doc(
+        "`https`: a broker's certificate must be valid for the host strait dialled. Empty: \
+             any host (the chain is still checked), with a warning.",
+    ),
+    KeySpec::new(
+        "ssl.enabled.protocols",
+        Cluster,
+        "TLSv1.2, TLSv1.3",
+        cluster!(ssl_enabled_protocols, parse_list_ok),
+    )
+    .toml("ssl_enabled_protocols")
+    .doc("Comma-separated TLS versions strait offers: TLSv1.2 and/or TLSv1.3."),
     // --- flows: what to replicate ---
     KeySpec::new("enabled", Flow, "false", flow!(enabled, parse_bool))
         .toml("enabled")

@@ -31,7 +31,10 @@ use std::path::Path;
 
 pub use error::{ConfigError, ConfigWarning, WarningKind};
 pub use keys::{keys, KeySpec, Scope, Spelling, Status, KEYS};
-pub use model::{defaults, ClusterConfig, Config, FlowConfig, Interval, Location, OffsetReset};
+pub use model::{
+    defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, Location, OffsetReset, Secret,
+    TlsConfig, TlsVersion,
+};
 
 /// Reads and validates a configuration file: TOML if the name ends in `.toml`, otherwise an
 /// MM2 `.properties` file. Warnings are logged and also returned.

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use regex::Regex;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::Deserialize;
 
 use crate::filter::{GroupFilter, TopicFilter};
@@ -37,7 +38,74 @@ pub struct ClusterConfig {
     /// Socket send buffer (`SO_SNDBUF`) of connections to this cluster, in bytes; `None`
     /// leaves the OS default. Default 131072, as Kafka's clients.
     pub send_buffer_bytes: Option<u32>,
+    /// TLS for every connection to this cluster (`security.protocol = SSL`); `None`:
+    /// PLAINTEXT.
+    pub tls: Option<TlsConfig>,
 }
+
+/// How connections to a cluster are encrypted and whom they trust (MM2's `ssl.*` keys).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// CA certificates a broker's certificate must chain to; `None`: the public CA roots
+    /// built into strait (so a `FROM scratch` image needs no certificate files).
+    pub trusted: Option<Vec<CertificateDer<'static>>>,
+    /// strait's own certificate chain and key, for listeners with `ssl.client.auth =
+    /// required`.
+    pub identity: Option<Identity>,
+    /// Whether a broker's certificate must be valid for the host strait dialled
+    /// (`ssl.endpoint.identification.algorithm = https`, the default).
+    pub verify_hostname: bool,
+    /// The TLS versions strait offers (`ssl.enabled.protocols`), never empty.
+    pub versions: Vec<TlsVersion>,
+}
+
+/// A TLS version strait can speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsVersion {
+    Tls12,
+    Tls13,
+}
+
+/// strait's client certificate (leaf first) and its private key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    pub chain: Vec<CertificateDer<'static>>,
+    pub key: Secret<PrivateKeyDer<'static>>,
+}
+
+/// A value that must never be printed: its `Debug` says only that it is there. There is no
+/// `Display`; code that needs the value asks [`Secret::expose`].
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    pub fn new(value: T) -> Self {
+        Secret(value)
+    }
+
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(redacted)")
+    }
+}
+
+impl Clone for Secret<PrivateKeyDer<'static>> {
+    fn clone(&self) -> Self {
+        Secret(self.0.clone_key())
+    }
+}
+
+impl PartialEq for Secret<PrivateKeyDer<'static>> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.secret_der() == other.0.secret_der()
+    }
+}
+
+impl Eq for Secret<PrivateKeyDer<'static>> {}
 
 /// A periodic task that can be turned off (MM2's `<task>.enabled` + `<task>.interval.seconds`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -293,11 +293,15 @@ impl Parser<'_> {
     /// Warning for a key no table entry matched; `scope` says where it was written.
     fn unknown(&mut self, e: &Entry, rest: &str, scope: Scope) {
         let starts = |prefixes: &[&str]| prefixes.iter().any(|p| rest.starts_with(p));
-        let (kind, message) = if rest.starts_with("ssl.") || rest.starts_with("sasl.") {
+        let (kind, message) = if rest.starts_with("sasl.") {
             (
                 WarningKind::NotImplemented,
-                "TLS and SASL are not implemented by strait yet; it connects with PLAINTEXT"
-                    .to_string(),
+                "SASL is not implemented by strait yet; it has no effect".to_string(),
+            )
+        } else if rest.starts_with("ssl.") {
+            (
+                WarningKind::NotImplemented,
+                "TLS setting not implemented by strait; it has no effect".to_string(),
             )
         } else if starts(CLIENT_PREFIXES) {
             (
@@ -761,7 +765,7 @@ mod tests {
         let (_, warnings) = parse_ok(
             "source->target.enabled = true\n\
              source.security.protocol = SSL\n\
-             source.ssl.truststore.location = /x\n\
+             source.ssl.keymanager.algorithm = SunX509\n\
              target.producer.acks = all\n\
              source->target.producer.compression.type = lz4\n\
              key.converter = org.apache.kafka.connect.converters.ByteArrayConverter\n\
@@ -775,7 +779,7 @@ mod tests {
                 // Duplicate key, then the later PLAINTEXT (the default) warns no further.
                 ("source.security.protocol", WarningKind::Duplicate),
                 (
-                    "source.ssl.truststore.location",
+                    "source.ssl.keymanager.algorithm",
                     WarningKind::NotImplemented
                 ),
                 ("target.producer.acks", WarningKind::NotImplemented),

@@ -106,6 +106,17 @@ pub(crate) struct RawCluster {
     pub client_id: Option<Sourced<String>>,
     pub request_timeout_ms: Option<Sourced<i64>>,
     pub send_buffer_bytes: Option<Sourced<i64>>,
+    pub security_protocol: Option<Sourced<String>>,
+    pub ssl_truststore_location: Option<Sourced<String>>,
+    pub ssl_truststore_type: Option<Sourced<String>>,
+    pub ssl_truststore_certificates: Option<Sourced<String>>,
+    pub ssl_keystore_location: Option<Sourced<String>>,
+    pub ssl_keystore_type: Option<Sourced<String>>,
+    pub ssl_keystore_certificate_chain: Option<Sourced<String>>,
+    pub ssl_keystore_key: Option<Sourced<String>>,
+    pub ssl_key_password: Option<Sourced<String>>,
+    pub ssl_endpoint_identification_algorithm: Option<Sourced<String>>,
+    pub ssl_enabled_protocols: Option<Sourced<Vec<String>>>,
     /// Flow settings from `<alias>.consumer.*` keys: apply to flows reading this cluster.
     #[serde(skip)]
     pub as_source: RawFlow,

@@ -10,10 +10,14 @@
 use std::collections::BTreeSet;
 
 use regex::Regex;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::error::{ConfigError, ConfigWarning, WarningKind};
-use super::model::{defaults, ClusterConfig, Config, FlowConfig, Interval};
-use super::raw::{Format, Origin, PolicyKind, Pos, RawConfig, RawFlow, Sourced};
+use super::model::{
+    defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, Secret, TlsConfig, TlsVersion,
+};
+use super::raw::{Format, Origin, PolicyKind, Pos, RawCluster, RawConfig, RawFlow, Sourced};
 use super::toml::line_of;
 use crate::filter::{
     full_match_regex, full_match_regexes, GroupFilter, TopicFilter, DEFAULT_GROUPS,
@@ -77,6 +81,69 @@ fn check_host_port(s: &str) -> Result<(), String> {
         Ok(p) if p > 0 => Ok(()),
         _ => Err(format!("`{s}`: port must be a number from 1 to 65535")),
     }
+}
+
+/// How to turn a Java truststore into the PEM file strait reads.
+const TRUSTSTORE_CONVERSION: &str = "export its CA certificates with `keytool -exportcert -rfc \
+    -keystore FILE -alias ALIAS` (JKS) or `openssl pkcs12 -in FILE -nokeys` (PKCS12), set \
+    ssl.truststore.type = PEM and ssl.truststore.location to the result";
+/// How to turn a Java keystore into the PEM file strait reads.
+const KEYSTORE_CONVERSION: &str = "convert it with `openssl pkcs12 -in FILE -nodes` (a JKS \
+    store first with `keytool -importkeystore -deststoretype PKCS12`), set ssl.keystore.type = \
+    PEM and ssl.keystore.location to the result";
+
+/// PEM `text` with each `-----BEGIN …-----` and `-----END …-----` on a line of its own and
+/// the base64 between them without spaces: an inline value in `mm2.properties` is written
+/// over continued lines, which the format joins into one.
+fn pem_lines(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(start) = rest.find("-----") {
+        let Some(len) = rest[start + 5..].find("-----") else {
+            break;
+        };
+        let marker = &rest[start..start + 5 + len + 5];
+        let body: String = rest[..start].split_whitespace().collect();
+        for chunk in body.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(chunk));
+            out.push('\n');
+        }
+        out.push_str(marker);
+        out.push('\n');
+        rest = &rest[start + marker.len()..];
+    }
+    out
+}
+
+/// The certificates in PEM `text`, at least one.
+fn certificates(text: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_slice_iter(pem_lines(text).as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("bad PEM: {e}"))?;
+    if certs.is_empty() {
+        return Err("no certificate (-----BEGIN CERTIFICATE-----) in it".to_string());
+    }
+    Ok(certs)
+}
+
+/// The one private key in PEM `text`, unencrypted.
+fn private_key(text: &str) -> Result<Secret<PrivateKeyDer<'static>>, String> {
+    if text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") {
+        return Err(
+            "the private key is encrypted; strait reads unencrypted keys only: decrypt \
+             it with `openssl pkcs8 -in FILE -out KEY.pem` and keep that file readable by \
+             strait alone"
+                .to_string(),
+        );
+    }
+    PrivateKeyDer::from_pem_slice(pem_lines(text).as_bytes())
+        .map(Secret::new)
+        .map_err(|e| match e {
+            rustls::pki_types::pem::Error::NoItemsFound => {
+                "no private key (-----BEGIN PRIVATE KEY-----) in it".to_string()
+            }
+            other => format!("bad PEM private key: {other}"),
+        })
 }
 
 /// The useful last line of a `regex` syntax error (`unclosed group`).
@@ -268,10 +335,233 @@ impl<'a> Validator<'a> {
                     client_id,
                     request_timeout_ms,
                     send_buffer_bytes: u32::try_from(send_buffer_bytes).ok(),
+                    tls: self.tls(alias, cluster)?,
                 },
             );
         }
         Ok(Config { clusters, flows })
+    }
+
+    /// The TLS settings of cluster `alias`: `None` for PLAINTEXT. Reads the PEM files it names
+    /// now, so that a missing file or a file that holds no certificate fails at start-up.
+    fn tls(&mut self, alias: &str, cluster: &RawCluster) -> Result<Option<TlsConfig>, ConfigError> {
+        let defaults = &self.raw.cluster_defaults;
+        let pick = |field: fn(&RawCluster) -> &Option<Sourced<String>>| {
+            field(cluster).as_ref().or(field(defaults).as_ref())
+        };
+        let toml = self.is_toml();
+        let path = |property: &str| match toml {
+            true => format!("clusters.{alias}.{}", property.replace('.', "_")),
+            false => format!("{alias}.{property}"),
+        };
+        let protocol = pick(|c| &c.security_protocol);
+        match protocol.map(|p| p.value.to_ascii_uppercase()).as_deref() {
+            None | Some("PLAINTEXT") => return Ok(None),
+            Some("SSL") => {}
+            Some(other) => {
+                let message = if other.starts_with("SASL_") {
+                    format!(
+                        "`{other}` is not supported yet: strait has no SASL (PLAINTEXT and SSL \
+                         work)"
+                    )
+                } else {
+                    format!("`{other}` is not a security protocol: PLAINTEXT or SSL")
+                };
+                return Err(self.error(
+                    protocol.map(|p| &p.origin),
+                    &path("security.protocol"),
+                    message,
+                ));
+            }
+        }
+
+        let trusted = self.pem_source(
+            pick(|c| &c.ssl_truststore_location),
+            pick(|c| &c.ssl_truststore_certificates),
+            pick(|c| &c.ssl_truststore_type),
+            [
+                &path("ssl.truststore.location"),
+                &path("ssl.truststore.certificates"),
+                &path("ssl.truststore.type"),
+            ],
+            TRUSTSTORE_CONVERSION,
+        )?;
+        let trusted = match trusted {
+            None => None,
+            Some((text, origin, key)) => {
+                Some(certificates(&text).map_err(|m| self.error(Some(&origin), &key, m))?)
+            }
+        };
+
+        let location = pick(|c| &c.ssl_keystore_location);
+        let chain = pick(|c| &c.ssl_keystore_certificate_chain);
+        let key = pick(|c| &c.ssl_keystore_key);
+        let identity = match (chain, key) {
+            (Some(chain), Some(key)) if location.is_none() => {
+                let key_path = path("ssl.keystore.key");
+                let chain_path = path("ssl.keystore.certificate.chain");
+                Some(Identity {
+                    chain: certificates(&chain.value)
+                        .map_err(|m| self.error(Some(&chain.origin), &chain_path, m))?,
+                    key: private_key(&key.value)
+                        .map_err(|m| self.error(Some(&key.origin), &key_path, m))?,
+                })
+            }
+            (None, None) => match self.pem_source(
+                location,
+                None,
+                pick(|c| &c.ssl_keystore_type),
+                [
+                    &path("ssl.keystore.location"),
+                    "",
+                    &path("ssl.keystore.type"),
+                ],
+                KEYSTORE_CONVERSION,
+            )? {
+                None => None,
+                Some((text, origin, key)) => Some(Identity {
+                    chain: certificates(&text).map_err(|m| self.error(Some(&origin), &key, m))?,
+                    key: private_key(&text).map_err(|m| self.error(Some(&origin), &key, m))?,
+                }),
+            },
+            (one, other) => {
+                let origin = one.or(other).or(location).map(|s| &s.origin);
+                return Err(self.error(
+                    origin,
+                    &path("ssl.keystore.key"),
+                    "set ssl.keystore.certificate.chain and ssl.keystore.key together, or \
+                     ssl.keystore.location alone"
+                        .to_string(),
+                ));
+            }
+        };
+        // A key that parsed is unencrypted: the password has nothing to open.
+        if let (Some(password), Some(_)) = (pick(|c| &c.ssl_key_password), &identity) {
+            self.warn(
+                Some(&password.origin),
+                &path("ssl.key.password"),
+                WarningKind::Semantics,
+                "the private key is not encrypted; the password is not used".to_string(),
+            );
+        }
+
+        let algorithm = pick(|c| &c.ssl_endpoint_identification_algorithm);
+        let verify_hostname = match algorithm.map(|a| a.value.trim()) {
+            None => true,
+            Some(a) if a.eq_ignore_ascii_case("https") => true,
+            Some("") => {
+                self.warn(
+                    algorithm.map(|a| &a.origin),
+                    &path("ssl.endpoint.identification.algorithm"),
+                    WarningKind::Semantics,
+                    "hostname verification is off: any certificate the trusted CAs signed is \
+                     accepted for any broker"
+                        .to_string(),
+                );
+                false
+            }
+            Some(other) => {
+                return Err(self.error(
+                    algorithm.map(|a| &a.origin),
+                    &path("ssl.endpoint.identification.algorithm"),
+                    format!(
+                        "`{other}` is not an identification algorithm: https, or empty for none"
+                    ),
+                ))
+            }
+        };
+
+        let protocols = cluster
+            .ssl_enabled_protocols
+            .as_ref()
+            .or(defaults.ssl_enabled_protocols.as_ref());
+        let mut versions = Vec::new();
+        for p in protocols.map_or(&[][..], |p| &p.value[..]) {
+            versions.push(match p.as_str() {
+                "TLSv1.2" => TlsVersion::Tls12,
+                "TLSv1.3" => TlsVersion::Tls13,
+                other => {
+                    return Err(self.error(
+                        protocols.map(|p| &p.origin),
+                        &path("ssl.enabled.protocols"),
+                        format!("`{other}` is not a TLS version strait speaks: TLSv1.2, TLSv1.3"),
+                    ))
+                }
+            });
+        }
+        if versions.is_empty() {
+            versions = vec![TlsVersion::Tls12, TlsVersion::Tls13];
+        }
+        Ok(Some(TlsConfig {
+            trusted,
+            identity,
+            verify_hostname,
+            versions,
+        }))
+    }
+
+    /// PEM text from a file (`location`) or inline (`inline`), with where it came from and the
+    /// key to name in messages; `None` when neither is set. `names` are the keys of location,
+    /// inline and type; a type other than PEM is an error with `conversion` as its advice.
+    fn pem_source(
+        &self,
+        location: Option<&Sourced<String>>,
+        inline: Option<&Sourced<String>>,
+        kind: Option<&Sourced<String>>,
+        names: [&str; 3],
+        conversion: &str,
+    ) -> Result<Option<(String, Origin, String)>, ConfigError> {
+        if let Some(kind) = kind.filter(|k| !k.value.eq_ignore_ascii_case("PEM")) {
+            if location.is_some() || inline.is_some() {
+                return Err(self.error(
+                    Some(&kind.origin),
+                    names[2],
+                    format!(
+                        "`{}` stores are not read by strait, PEM files are: {conversion}",
+                        kind.value
+                    ),
+                ));
+            }
+        }
+        match (location, inline) {
+            (Some(l), Some(_)) => Err(self.error(
+                Some(&l.origin),
+                names[0],
+                format!("set {} or {}, not both", names[0], names[1]),
+            )),
+            (None, Some(inline)) => Ok(Some((
+                inline.value.clone(),
+                inline.origin.clone(),
+                names[1].to_string(),
+            ))),
+            (Some(l), None) => {
+                let text = std::fs::read(&l.value).map_err(|e| {
+                    self.error(
+                        Some(&l.origin),
+                        names[0],
+                        format!("cannot read `{}`: {e}", l.value),
+                    )
+                })?;
+                if !text.starts_with(b"-----BEGIN")
+                    && !String::from_utf8_lossy(&text).contains("-----BEGIN")
+                {
+                    return Err(self.error(
+                        Some(&l.origin),
+                        names[0],
+                        format!(
+                            "`{}` is not a PEM file (a JKS or PKCS12 store?): {conversion}",
+                            l.value
+                        ),
+                    ));
+                }
+                Ok(Some((
+                    String::from_utf8_lossy(&text).into_owned(),
+                    l.origin.clone(),
+                    names[0].to_string(),
+                )))
+            }
+            (None, None) => Ok(None),
+        }
     }
 
     /// An integer setting in `min..=max`.
@@ -944,5 +1234,137 @@ mod tests {
         .unwrap();
         assert_eq!(config.flows[0].sync_topic_acls.interval_ms, 60_000);
         assert!(warnings.is_empty(), "{warnings:?}");
+    }
+
+    /// A PEM block whose body is `AAAA` (three zero bytes): enough for the config layer, which
+    /// reads PEM structure; whether it is a usable certificate is for rustls to judge.
+    const FAKE_CERT: &str = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+
+    fn ssl(extra: &str) -> Result<(Config, Vec<ConfigWarning>), ConfigError> {
+        parse_properties(
+            &format!(
+                "{BASE}source->target.enabled = true\nsource.security.protocol = SSL\n{extra}"
+            ),
+            "mm2.properties",
+        )
+    }
+
+    fn tls_of(config: &Config) -> &TlsConfig {
+        config.clusters["source"].tls.as_ref().unwrap()
+    }
+
+    #[test]
+    fn tls_settings_read_pem_from_a_file_or_inline_over_continued_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("ca.pem");
+        std::fs::write(&file, format!("{FAKE_CERT}{FAKE_CERT}")).unwrap();
+        let (config, warnings) = ssl(&format!(
+            "source.ssl.truststore.location = {}\n",
+            file.display()
+        ))
+        .unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let trusted = tls_of(&config).trusted.as_ref().unwrap();
+        assert_eq!(trusted.len(), 2);
+        assert_eq!(trusted[0].as_ref(), [0, 0, 0]);
+        assert!(config.clusters["target"].tls.is_none());
+
+        // As Kafka's docs write PEM in a properties file: one logical line.
+        let (config, _) = ssl(
+            "source.ssl.truststore.certificates = -----BEGIN CERTIFICATE----- \\\n\
+                               \x20   AA \\\n\
+                               \x20   AA \\\n\
+                               \x20   -----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        assert_eq!(
+            tls_of(&config).trusted.as_ref().unwrap()[0].as_ref(),
+            [0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn tls_settings_that_cannot_work_are_errors_naming_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let binary = dir.path().join("truststore.jks");
+        std::fs::write(&binary, [0xfe, 0xed, 0xfe, 0xed, 0, 0, 0, 2]).unwrap();
+        let encrypted = dir.path().join("key.pem");
+        std::fs::write(
+            &encrypted,
+            format!("-----BEGIN ENCRYPTED PRIVATE KEY-----\nAAAA\n-----END ENCRYPTED PRIVATE KEY-----\n{FAKE_CERT}"),
+        )
+        .unwrap();
+        let cases = [
+            (
+                "source.ssl.truststore.location = /nonexistent/ca.pem\n".to_string(),
+                "source.ssl.truststore.location: cannot read `/nonexistent/ca.pem`",
+            ),
+            (
+                format!("source.ssl.truststore.location = {}\n", binary.display()),
+                "is not a PEM file (a JKS or PKCS12 store?): export its CA certificates with `keytool",
+            ),
+            (
+                format!(
+                    "source.ssl.truststore.type = JKS\nsource.ssl.truststore.location = {}\n",
+                    binary.display()
+                ),
+                "source.ssl.truststore.type: `JKS` stores are not read by strait",
+            ),
+            (
+                format!(
+                    "source.ssl.truststore.location = {}\nsource.ssl.truststore.certificates = x\n",
+                    binary.display()
+                ),
+                "set source.ssl.truststore.location or source.ssl.truststore.certificates, not both",
+            ),
+            (
+                "source.ssl.truststore.certificates = -----BEGIN PRIVATE KEY----- AAAA -----END PRIVATE KEY-----\n".to_string(),
+                "source.ssl.truststore.certificates: no certificate",
+            ),
+            (
+                format!("source.ssl.keystore.location = {}\n", encrypted.display()),
+                "source.ssl.keystore.location: the private key is encrypted",
+            ),
+            (
+                format!("source.ssl.keystore.certificate.chain = {FAKE_CERT}"),
+                "set ssl.keystore.certificate.chain and ssl.keystore.key together",
+            ),
+            (
+                "source.ssl.enabled.protocols = TLSv1.2, TLSv1.1\n".to_string(),
+                "source.ssl.enabled.protocols: `TLSv1.1` is not a TLS version strait speaks",
+            ),
+            (
+                "source.ssl.endpoint.identification.algorithm = ldap\n".to_string(),
+                "`ldap` is not an identification algorithm",
+            ),
+        ];
+        for (extra, expected) in cases {
+            let e = ssl(&extra).unwrap_err().to_string();
+            assert!(e.contains(expected), "{extra}: {e}");
+            assert!(e.starts_with("mm2.properties:"), "{e}");
+        }
+    }
+
+    #[test]
+    fn tls_without_hostname_verification_warns() {
+        let (config, warnings) = ssl("source.ssl.endpoint.identification.algorithm =\n").unwrap();
+        assert!(!tls_of(&config).verify_hostname);
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert_eq!(warnings[0].kind, WarningKind::Semantics);
+        assert!(warnings[0].message.contains("hostname verification is off"));
+    }
+
+    #[test]
+    fn a_private_key_never_shows_in_debug_output() {
+        let key = Secret::new(PrivateKeyDer::from_pem_slice(
+            b"-----BEGIN PRIVATE KEY-----\nc2VjcmV0LWtleS1ieXRlcw==\n-----END PRIVATE KEY-----\n",
+        ).unwrap());
+        let identity = Identity { chain: vec![], key };
+        let text = format!("{identity:?}");
+        assert!(
+            !text.contains("secret") && !text.contains("115, 101"),
+            "{text}"
+        );
+        assert!(text.contains("redacted"), "{text}");
     }
 }

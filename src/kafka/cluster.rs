@@ -18,6 +18,7 @@ use kafka_protocol::protocol::{Request, StrBytes};
 use super::backoff::retry;
 use super::connection::Connection;
 use super::error::KafkaError;
+use super::tls::Tls;
 
 /// What strait needs to know about one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +78,8 @@ pub struct Cluster {
     timeout: Duration,
     /// `SO_SNDBUF` of every connection (`None`: the OS default).
     send_buffer: Option<u32>,
+    /// TLS inside every connection (`None`: PLAINTEXT).
+    tls: Option<Tls>,
     /// Shared with the siblings: where the brokers are is the same for all of them.
     directory: Directory,
     pool: Mutex<Pool>,
@@ -96,6 +99,7 @@ impl Cluster {
             client_id: client_id.to_string(),
             timeout,
             send_buffer: None,
+            tls: None,
             directory: Directory::default(),
             pool: Mutex::new(Pool::default()),
         }
@@ -105,6 +109,12 @@ impl Cluster {
     /// leaves the OS default.
     pub fn with_send_buffer(mut self, bytes: Option<u32>) -> Self {
         self.send_buffer = bytes;
+        self
+    }
+
+    /// Runs every connection dialled from now on through `tls`.
+    pub fn with_tls(mut self, tls: Option<Tls>) -> Self {
+        self.tls = tls;
         self
     }
 
@@ -123,6 +133,7 @@ impl Cluster {
                 self.timeout,
             )
             .with_send_buffer(self.send_buffer)
+            .with_tls(self.tls.clone())
         }
     }
 
@@ -165,11 +176,13 @@ impl Cluster {
         let mut tried = Vec::new();
         for addr in known.iter().chain(self.bootstrap.iter()) {
             tried.push(addr.clone());
-            match Connection::connect(addr, &self.client_id, self.timeout, self.send_buffer).await {
+            match self.dial(addr).await {
                 Ok(c) => {
                     self.pool.lock().unwrap().bootstrap = Some(c.clone());
                     return Ok(c);
                 }
+                // The same certificates for every broker: another address will not do better.
+                Err(e @ KafkaError::Tls { .. }) => return Err(e),
                 Err(e) => {
                     tracing::debug!(cluster = %self.alias, %addr, error = %e, "bootstrap address unreachable");
                     last = e.to_string();
@@ -212,10 +225,23 @@ impl Cluster {
                 return Ok(c);
             }
         }
-        let conn =
-            Connection::connect(&addr, &self.client_id, self.timeout, self.send_buffer).await?;
+        let conn = self.dial(&addr).await?;
         self.pool.lock().unwrap().conns.insert(id, conn.clone());
         Ok(conn)
+    }
+
+    async fn dial(&self, addr: &str) -> Result<Connection, KafkaError> {
+        let tls = self.tls.as_ref();
+        Connection::connect(addr, &self.client_id, self.timeout, self.send_buffer, tls)
+            .await
+            .map_err(|e| match e {
+                // Fatal, so the last words of the process: say which cluster's settings to fix.
+                KafkaError::Tls { addr, reason } => KafkaError::Tls {
+                    addr: format!("cluster {}, broker {addr}", self.alias),
+                    reason,
+                },
+                other => other,
+            })
     }
 
     /// Metadata for `topics` (`None`: every topic), retried with backoff over brokers for

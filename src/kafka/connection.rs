@@ -1,4 +1,4 @@
-//! One TCP connection to one broker, shared by every task that talks to that broker.
+//! One TCP connection (TLS inside it, if the cluster asks for it) to one broker, shared by every task that talks to that broker.
 //! Requests are pipelined: a writer task sends frames in the order they were queued, one
 //! reader task reads responses and hands each to its waiter by correlation id (rskafka's
 //! `Messenger`). Any I/O or framing failure poisons the connection: every waiter, present and
@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use kafka_protocol::protocol::{Request, StrBytes, VersionRange};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -21,6 +21,7 @@ use super::buffer_pool;
 use super::codec::{self, MAX_FRAME_BYTES};
 use super::error::KafkaError;
 use super::segments::Segments;
+use super::tls::{self, Tls};
 
 type Waiter = oneshot::Sender<Result<Bytes, KafkaError>>;
 
@@ -52,6 +53,9 @@ struct Inner {
     next_correlation: AtomicI32,
     pending: Arc<Mutex<Pending>>,
     outbox: mpsc::UnboundedSender<Segments>,
+    /// The TLS version and cipher suite (`TLSv1_3 TLS13_AES_256_GCM_SHA384`); `None`:
+    /// PLAINTEXT.
+    tls: Option<String>,
     /// Broker-side version ranges by API key, from ApiVersions.
     versions: std::sync::OnceLock<HashMap<i16, VersionRange>>,
     tasks: [JoinHandle<()>; 2],
@@ -105,15 +109,16 @@ async fn dial(addr: &str, send_buffer: Option<u32>) -> std::io::Result<TcpStream
 }
 
 impl Connection {
-    /// Dials `addr` (within `timeout`, at most `CONNECT_TIMEOUT`), starts the reader and
-    /// writer tasks and negotiates API versions (within `timeout`). `send_buffer` sets the
-    /// socket's send buffer (`SO_SNDBUF`); `None` leaves the operating system's default
-    /// (autotuned).
+    /// Dials `addr` (within `timeout`, at most `CONNECT_TIMEOUT`), runs the TLS handshake if
+    /// `tls` is given (within `timeout`), starts the reader and writer tasks and negotiates
+    /// API versions (within `timeout`). `send_buffer` sets the socket's send buffer
+    /// (`SO_SNDBUF`); `None` leaves the operating system's default (autotuned).
     pub async fn connect(
         addr: &str,
         client_id: &str,
         timeout: Duration,
         send_buffer: Option<u32>,
+        tls: Option<&Tls>,
     ) -> Result<Self, KafkaError> {
         let io_err = |source| KafkaError::Io {
             addr: addr.to_string(),
@@ -129,39 +134,35 @@ impl Connection {
             })?
             .map_err(io_err)?;
         stream.set_nodelay(true).map_err(io_err)?;
-        let (mut read, mut write) = stream.into_split();
         let pending = Arc::new(Mutex::new(Pending::default()));
-        let (outbox, mut rx) = mpsc::unbounded_channel::<Segments>();
-
-        let writer = {
-            let pending = pending.clone();
-            let addr = addr.to_string();
-            tokio::spawn(async move {
-                while let Some(mut frames) = rx.recv().await {
-                    // Whatever else is queued goes out in the same vectored writes.
-                    while frames.segments() < WRITE_SEGMENTS {
-                        match rx.try_recv() {
-                            Ok(more) => frames.append(more),
-                            Err(_) => break,
-                        }
-                    }
-                    if let Err(e) = write.write_all_buf(&mut frames).await {
-                        pending
-                            .lock()
-                            .unwrap()
-                            .poison(&addr, &format!("write failed: {e}"));
-                        return;
-                    }
-                }
-            })
-        };
-        let reader = {
-            let pending = pending.clone();
-            let addr = addr.to_string();
-            tokio::spawn(async move {
-                let reason = read_loop(&mut read, &pending).await;
-                pending.lock().unwrap().poison(&addr, &reason);
-            })
+        let (outbox, rx) = mpsc::unbounded_channel::<Segments>();
+        let (tasks, negotiated) = match tls {
+            None => {
+                let (read, write) = stream.into_split();
+                (spawn_io(addr, read, write, &pending, rx), None)
+            }
+            Some(tls) => {
+                let stream = tokio::time::timeout(timeout, tls.handshake(addr, stream))
+                    .await
+                    .map_err(|_| KafkaError::Timeout {
+                        addr: addr.to_string(),
+                        api: "TLS handshake",
+                        timeout_ms: timeout.as_millis() as u64,
+                    })??;
+                let session = stream.get_ref().1;
+                let negotiated = format!(
+                    "{:?} {:?}",
+                    session
+                        .protocol_version()
+                        .unwrap_or(rustls::ProtocolVersion::Unknown(0)),
+                    session
+                        .negotiated_cipher_suite()
+                        .map(|s| s.suite())
+                        .unwrap_or(rustls::CipherSuite::Unknown(0)),
+                );
+                let (read, write) = tokio::io::split(stream);
+                (spawn_io(addr, read, write, &pending, rx), Some(negotiated))
+            }
         };
         let inner = Arc::new(Inner {
             addr: addr.to_string(),
@@ -170,16 +171,33 @@ impl Connection {
             next_correlation: AtomicI32::new(1),
             pending,
             outbox,
+            tls: negotiated,
             versions: std::sync::OnceLock::new(),
-            tasks: [writer, reader],
+            tasks,
         });
-        let versions = negotiate(&inner).await?;
+        // TLS 1.3 finishes the handshake before the broker has checked strait's certificate:
+        // a refusal arrives as an alert on the first read.
+        let versions = negotiate(&inner).await.map_err(|e| match e {
+            KafkaError::Disconnected { addr, reason } if reason.starts_with(TLS_FAILURE) => {
+                KafkaError::Tls {
+                    addr,
+                    reason: reason[TLS_FAILURE.len()..].to_string(),
+                }
+            }
+            other => other,
+        })?;
         let _ = inner.versions.set(versions);
         Ok(Connection { inner })
     }
 
     pub fn addr(&self) -> &str {
         &self.inner.addr
+    }
+
+    /// The TLS version and cipher suite negotiated (`TLSv1_3 TLS13_AES_256_GCM_SHA384`);
+    /// `None` for PLAINTEXT.
+    pub fn tls(&self) -> Option<&str> {
+        self.inner.tls.as_deref()
     }
 
     /// False once an I/O error, a framing error or a timeout has poisoned the connection.
@@ -342,7 +360,64 @@ fn large_frame(buf: &[u8]) -> Option<usize> {
         .filter(|len| buf.len() < 4 + len)
 }
 
-async fn read_loop(read: &mut tokio::net::tcp::OwnedReadHalf, pending: &Mutex<Pending>) -> String {
+/// How a read error that is a TLS failure (an alert from the broker) starts its reason.
+const TLS_FAILURE: &str = "TLS: ";
+
+/// The reason a failed read poisons the connection with.
+fn read_failed(e: &std::io::Error) -> String {
+    match tls::tls_reason(e) {
+        Some(reason) => format!("{TLS_FAILURE}{reason}"),
+        None => format!("read failed: {e}"),
+    }
+}
+
+/// Starts the writer task, which sends queued frames in order, and the reader task, which
+/// hands responses to their waiters; whichever fails first poisons the connection.
+fn spawn_io<R, W>(
+    addr: &str,
+    mut read: R,
+    mut write: W,
+    pending: &Arc<Mutex<Pending>>,
+    mut rx: mpsc::UnboundedReceiver<Segments>,
+) -> [JoinHandle<()>; 2]
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let writer = {
+        let pending = pending.clone();
+        let addr = addr.to_string();
+        tokio::spawn(async move {
+            while let Some(mut frames) = rx.recv().await {
+                // Whatever else is queued goes out in the same vectored writes.
+                while frames.segments() < WRITE_SEGMENTS {
+                    match rx.try_recv() {
+                        Ok(more) => frames.append(more),
+                        Err(_) => break,
+                    }
+                }
+                if let Err(e) = write.write_all_buf(&mut frames).await {
+                    pending
+                        .lock()
+                        .unwrap()
+                        .poison(&addr, &format!("write failed: {e}"));
+                    return;
+                }
+            }
+        })
+    };
+    let reader = {
+        let pending = pending.clone();
+        let addr = addr.to_string();
+        tokio::spawn(async move {
+            let reason = read_loop(&mut read, &pending).await;
+            pending.lock().unwrap().poison(&addr, &reason);
+        })
+    };
+    [writer, reader]
+}
+
+async fn read_loop(read: &mut (impl AsyncRead + Unpin), pending: &Mutex<Pending>) -> String {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     loop {
         loop {
@@ -356,7 +431,7 @@ async fn read_loop(read: &mut tokio::net::tcp::OwnedReadHalf, pending: &Mutex<Pe
                     match read.read_buf(&mut (&mut body).limit(rest)).await {
                         Ok(0) => return "closed by broker".into(),
                         Ok(_) => {}
-                        Err(e) => return format!("read failed: {e}"),
+                        Err(e) => return read_failed(&e),
                     }
                 }
                 if let Err(e) = deliver(pending, buffer_pool::freeze(body)) {
@@ -380,7 +455,7 @@ async fn read_loop(read: &mut tokio::net::tcp::OwnedReadHalf, pending: &Mutex<Pe
         match read.read_buf(&mut buf).await {
             Ok(0) => return "closed by broker".into(),
             Ok(_) => {}
-            Err(e) => return format!("read failed: {e}"),
+            Err(e) => return read_failed(&e),
         }
     }
 }
@@ -478,6 +553,7 @@ mod tests {
             &addr.to_string(),
             "strait-test",
             Duration::from_secs(120),
+            None,
             None,
         )
         .await;

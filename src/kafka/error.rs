@@ -19,6 +19,10 @@ pub enum KafkaError {
     },
     #[error("{addr}: connection closed ({reason})")]
     Disconnected { addr: String, reason: String },
+    /// The TLS handshake failed: a certificate or protocol problem, not retried. `addr` is
+    /// `cluster <alias>, broker <host:port>` when a [`Cluster`](super::Cluster) dialled.
+    #[error("{addr}: TLS handshake failed: {reason}")]
+    Tls { addr: String, reason: String },
     #[error("{addr}: bad frame: {reason}")]
     Frame { addr: String, reason: String },
     #[error("{addr}: cannot encode/decode {api} v{version}: {reason}")]

@@ -17,6 +17,7 @@ pub mod groups;
 pub mod log_reader;
 pub mod produce_request;
 pub mod segments;
+pub mod tls;
 
 pub use cluster::{Cluster, PartitionMeta, TopicMeta};
 pub use connection::Connection;

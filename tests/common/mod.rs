@@ -3,3 +3,4 @@ pub mod kafka;
 pub mod proxy;
 pub mod sequence;
 pub mod strait;
+pub mod tls;

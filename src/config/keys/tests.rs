@@ -4,7 +4,9 @@
 use regex::Regex;
 
 use super::*;
-use crate::config::{parse_properties, parse_toml, Config, ConfigWarning, FlowConfig, WarningKind};
+use crate::config::{
+    parse_properties, parse_toml, Config, ConfigWarning, FlowConfig, TlsVersion, WarningKind,
+};
 use crate::policy::ReplicationPolicy;
 
 const PROPS_BASE: &str = "clusters = source, target\n\
@@ -53,6 +55,11 @@ fn f0(c: &Config) -> &FlowConfig {
 
 fn patterns(res: &[Regex]) -> Vec<&str> {
     res.iter().map(Regex::as_str).collect()
+}
+
+/// Both clusters PLAINTEXT, without warnings.
+fn plaintext(c: &Config, w: &[ConfigWarning]) -> bool {
+    w.is_empty() && c.clusters.values().all(|c| c.tls.is_none())
 }
 
 fn warned(w: &[ConfigWarning], kind: WarningKind) -> bool {
@@ -136,8 +143,95 @@ fn cases() -> Vec<Case> {
                     && c.clusters["target"].send_buffer_bytes == Some(131_072)
             }
         ),
-        case!(Cluster, "security.protocol", "plaintext", None, |_, w| w
-            .is_empty()),
+        case!(
+            Cluster,
+            "security.protocol",
+            "ssl",
+            Some(r#"security_protocol = "ssl""#),
+            |c, w| {
+                let tls = c.clusters["source"].tls.as_ref();
+                w.is_empty()
+                    && c.clusters["target"].tls.is_none()
+                    && tls.is_some_and(|t| {
+                        t.trusted.is_none()
+                            && t.identity.is_none()
+                            && t.verify_hostname
+                            && t.versions == [TlsVersion::Tls12, TlsVersion::Tls13]
+                    })
+            }
+        ),
+        // Without `security.protocol = SSL` the TLS keys are read and have no effect, as in
+        // Kafka's clients (their effect: `tls_settings_*` in config::validate).
+        case!(
+            Cluster,
+            "ssl.truststore.location",
+            "/ca.pem",
+            Some(r#"ssl_truststore_location = "/ca.pem""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.truststore.type",
+            "PKCS12",
+            Some(r#"ssl_truststore_type = "PKCS12""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.truststore.certificates",
+            "x",
+            Some(r#"ssl_truststore_certificates = "x""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.keystore.location",
+            "/k.pem",
+            Some(r#"ssl_keystore_location = "/k.pem""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.keystore.type",
+            "JKS",
+            Some(r#"ssl_keystore_type = "JKS""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.keystore.certificate.chain",
+            "x",
+            Some(r#"ssl_keystore_certificate_chain = "x""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.keystore.key",
+            "x",
+            Some(r#"ssl_keystore_key = "x""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.key.password",
+            "x",
+            Some(r#"ssl_key_password = "x""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.endpoint.identification.algorithm",
+            "",
+            Some(r#"ssl_endpoint_identification_algorithm = """#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.enabled.protocols",
+            "TLSv1.3",
+            Some(r#"ssl_enabled_protocols = ["TLSv1.3"]"#),
+            plaintext
+        ),
         case!(Flow, "enabled", "true", None, |c, _| c.flows.len() == 2
             && c.flows[1].source == "target"),
         case!(
@@ -680,12 +774,12 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// TLS and SASL are not implemented: connecting in plaintext where the operator asked for
-/// encryption or authentication would send the cluster's data in the clear, so any other
-/// protocol is a configuration error naming the key (and so the cluster).
+/// SASL is not implemented: connecting without it where the operator asked for
+/// authentication would only be refused by the broker, so it is a configuration error naming
+/// the key (and so the cluster), as is a protocol Kafka does not have.
 #[test]
-fn a_security_protocol_other_than_plaintext_is_an_error() {
-    for value in ["SSL", "SASL_SSL", "SASL_PLAINTEXT"] {
+fn a_security_protocol_strait_does_not_speak_is_an_error() {
+    for value in ["SASL_SSL", "SASL_PLAINTEXT", "TLS"] {
         let text = format!("{PROPS_BASE}target.security.protocol = {value}\n");
         let e = parse_properties(&text, "mm2.properties")
             .unwrap_err()
