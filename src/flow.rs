@@ -197,7 +197,8 @@ pub fn cluster(c: &ClusterConfig) -> anyhow::Result<Arc<Cluster>> {
             Duration::from_millis(c.request_timeout_ms),
         )
         .with_send_buffer(c.send_buffer_bytes)
-        .with_tls(tls),
+        .with_tls(tls)
+        .with_sasl(c.sasl.clone()),
     ))
 }
 

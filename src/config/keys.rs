@@ -341,8 +341,8 @@ pub static KEYS: &[KeySpec] = &[
     )
     .toml("security_protocol")
     .doc(
-        "PLAINTEXT or SSL (TLS). SASL_PLAINTEXT and SASL_SSL are refused: strait has no SASL \
-             yet, and connecting without it would only be refused by the broker.",
+        "PLAINTEXT, SSL (TLS), SASL_PLAINTEXT (SASL without TLS) or SASL_SSL (SASL inside \
+             TLS).",
     ),
     KeySpec::new(
         "ssl.truststore.location",
@@ -439,6 +439,29 @@ pub static KEYS: &[KeySpec] = &[
     )
     .toml("ssl_enabled_protocols")
     .doc("Comma-separated TLS versions strait offers: TLSv1.2 and/or TLSv1.3."),
+    KeySpec::new(
+        "sasl.mechanism",
+        Cluster,
+        "GSSAPI",
+        cluster!(sasl_mechanism, parse_string),
+    )
+    .toml("sasl_mechanism")
+    .doc(
+        "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512. GSSAPI (Kafka's default) and OAUTHBEARER \
+             are refused: strait does not speak them yet.",
+    ),
+    KeySpec::new(
+        "sasl.jaas.config",
+        Cluster,
+        "",
+        cluster!(sasl_jaas_config, parse_string),
+    )
+    .toml("sasl_jaas_config")
+    .doc(
+        "The login module and its options, as Kafka reads them: `...PlainLoginModule \
+             required username=\"u\" password=\"p\";` for PLAIN, `...ScramLoginModule ...` \
+             for SCRAM. Never printed.",
+    ),
     // --- flows: what to replicate ---
     KeySpec::new("enabled", Flow, "false", flow!(enabled, parse_bool))
         .toml("enabled")

@@ -20,6 +20,7 @@
 //! `crate::config`.
 
 mod error;
+mod jaas;
 mod keys;
 mod model;
 mod properties;
@@ -32,8 +33,8 @@ use std::path::Path;
 pub use error::{ConfigError, ConfigWarning, WarningKind};
 pub use keys::{keys, KeySpec, Scope, Spelling, Status, KEYS};
 pub use model::{
-    defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, Location, OffsetReset, Secret,
-    TlsConfig, TlsVersion,
+    defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, Location, OffsetReset,
+    SaslConfig, SaslMechanism, Secret, TlsConfig, TlsVersion,
 };
 
 /// Reads and validates a configuration file: TOML if the name ends in `.toml`, otherwise an

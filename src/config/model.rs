@@ -41,6 +41,36 @@ pub struct ClusterConfig {
     /// TLS for every connection to this cluster (`security.protocol = SSL`); `None`:
     /// PLAINTEXT.
     pub tls: Option<TlsConfig>,
+    /// SASL authentication of every connection to this cluster (`security.protocol =
+    /// SASL_PLAINTEXT` or `SASL_SSL`); `None`: none.
+    pub sasl: Option<SaslConfig>,
+}
+
+/// Who strait authenticates as, and how (`sasl.mechanism`, `sasl.jaas.config`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaslConfig {
+    pub mechanism: SaslMechanism,
+    pub username: String,
+    pub password: Secret<String>,
+}
+
+/// A SASL mechanism strait speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaslMechanism {
+    Plain,
+    ScramSha256,
+    ScramSha512,
+}
+
+impl SaslMechanism {
+    /// The mechanism's name on the wire and in `sasl.mechanism`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SaslMechanism::Plain => "PLAIN",
+            SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
+            SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+        }
+    }
 }
 
 /// How connections to a cluster are encrypted and whom they trust (MM2's `ssl.*` keys).
@@ -106,6 +136,20 @@ impl PartialEq for Secret<PrivateKeyDer<'static>> {
 }
 
 impl Eq for Secret<PrivateKeyDer<'static>> {}
+
+impl Clone for Secret<String> {
+    fn clone(&self) -> Self {
+        Secret(self.0.clone())
+    }
+}
+
+impl PartialEq for Secret<String> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for Secret<String> {}
 
 /// A periodic task that can be turned off (MM2's `<task>.enabled` + `<task>.interval.seconds`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

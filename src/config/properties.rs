@@ -296,7 +296,7 @@ impl Parser<'_> {
         let (kind, message) = if rest.starts_with("sasl.") {
             (
                 WarningKind::NotImplemented,
-                "SASL is not implemented by strait yet; it has no effect".to_string(),
+                "SASL setting not implemented by strait; it has no effect".to_string(),
             )
         } else if rest.starts_with("ssl.") {
             (

@@ -117,6 +117,9 @@ pub(crate) struct RawCluster {
     pub ssl_key_password: Option<Sourced<String>>,
     pub ssl_endpoint_identification_algorithm: Option<Sourced<String>>,
     pub ssl_enabled_protocols: Option<Sourced<Vec<String>>>,
+    pub sasl_mechanism: Option<Sourced<String>>,
+    /// Holds a password: never printed (messages about it name the key only).
+    pub sasl_jaas_config: Option<Sourced<String>>,
     /// Flow settings from `<alias>.consumer.*` keys: apply to flows reading this cluster.
     #[serde(skip)]
     pub as_source: RawFlow,

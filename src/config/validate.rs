@@ -15,7 +15,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::error::{ConfigError, ConfigWarning, WarningKind};
 use super::model::{
-    defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, Secret, TlsConfig, TlsVersion,
+    defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, SaslConfig, SaslMechanism,
+    Secret, TlsConfig, TlsVersion,
 };
 use super::raw::{Format, Origin, PolicyKind, Pos, RawCluster, RawConfig, RawFlow, Sourced};
 use super::toml::line_of;
@@ -82,6 +83,9 @@ fn check_host_port(s: &str) -> Result<(), String> {
         _ => Err(format!("`{s}`: port must be a number from 1 to 65535")),
     }
 }
+
+/// The login module of both SCRAM mechanisms.
+const SCRAM_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 
 /// How to turn a Java truststore into the PEM file strait reads.
 const TRUSTSTORE_CONVERSION: &str = "export its CA certificates with `keytool -exportcert -rfc \
@@ -336,10 +340,108 @@ impl<'a> Validator<'a> {
                     request_timeout_ms,
                     send_buffer_bytes: u32::try_from(send_buffer_bytes).ok(),
                     tls: self.tls(alias, cluster)?,
+                    sasl: self.sasl(alias, cluster)?,
                 },
             );
         }
         Ok(Config { clusters, flows })
+    }
+
+    /// Whether cluster `alias` runs TLS and whether it authenticates with SASL
+    /// (`security.protocol`).
+    fn protocol(&self, alias: &str, cluster: &RawCluster) -> Result<(bool, bool), ConfigError> {
+        let protocol = cluster.security_protocol.as_ref().or(self
+            .raw
+            .cluster_defaults
+            .security_protocol
+            .as_ref());
+        match protocol.map(|p| p.value.to_ascii_uppercase()).as_deref() {
+            None | Some("PLAINTEXT") => Ok((false, false)),
+            Some("SSL") => Ok((true, false)),
+            Some("SASL_PLAINTEXT") => Ok((false, true)),
+            Some("SASL_SSL") => Ok((true, true)),
+            Some(other) => Err(self.error(
+                protocol.map(|p| &p.origin),
+                &self.cluster_path(alias, "security.protocol", "security_protocol"),
+                format!(
+                    "`{other}` is not a security protocol: PLAINTEXT, SSL, SASL_PLAINTEXT or \
+                     SASL_SSL"
+                ),
+            )),
+        }
+    }
+
+    /// The SASL settings of cluster `alias`: `None` unless `security.protocol` is `SASL_*`.
+    /// `sasl.jaas.config` holds a password, so no message quotes it.
+    fn sasl(&self, alias: &str, cluster: &RawCluster) -> Result<Option<SaslConfig>, ConfigError> {
+        let (_, sasl) = self.protocol(alias, cluster)?;
+        if !sasl {
+            return Ok(None);
+        }
+        let defaults = &self.raw.cluster_defaults;
+        let written = cluster
+            .sasl_mechanism
+            .as_ref()
+            .or(defaults.sasl_mechanism.as_ref());
+        let mechanism_path = self.cluster_path(alias, "sasl.mechanism", "sasl_mechanism");
+        let (mechanism, module) = match written.map(|m| m.value.trim()).unwrap_or("GSSAPI") {
+            "PLAIN" => (
+                SaslMechanism::Plain,
+                "org.apache.kafka.common.security.plain.PlainLoginModule",
+            ),
+            "SCRAM-SHA-256" => (SaslMechanism::ScramSha256, SCRAM_MODULE),
+            "SCRAM-SHA-512" => (SaslMechanism::ScramSha512, SCRAM_MODULE),
+            other => {
+                return Err(self.error(
+                    written.map(|m| &m.origin),
+                    &mechanism_path,
+                    format!(
+                        "`{other}` is not supported{}: strait speaks PLAIN, SCRAM-SHA-256 and \
+                         SCRAM-SHA-512",
+                        if written.is_none() {
+                            " (Kafka's default; set sasl.mechanism)"
+                        } else {
+                            ""
+                        }
+                    ),
+                ))
+            }
+        };
+        let jaas = cluster
+            .sasl_jaas_config
+            .as_ref()
+            .or(defaults.sasl_jaas_config.as_ref());
+        let jaas_path = self.cluster_path(alias, "sasl.jaas.config", "sasl_jaas_config");
+        let Some(jaas) = jaas else {
+            return Err(self.error(
+                written.map(|m| &m.origin),
+                &jaas_path,
+                format!(
+                    "{} needs sasl.jaas.config with a username and a password",
+                    mechanism.name()
+                ),
+            ));
+        };
+        let invalid = |message: String| self.error(Some(&jaas.origin), &jaas_path, message);
+        let mut entry = super::jaas::parse(&jaas.value).map_err(&invalid)?;
+        if entry.module != module {
+            return Err(invalid(format!(
+                "{} needs the login module {module}, not {}",
+                mechanism.name(),
+                entry.module
+            )));
+        }
+        let mut option = |name: &str| {
+            entry
+                .options
+                .remove(name)
+                .ok_or_else(|| invalid(format!("the login module has no `{name}` option")))
+        };
+        Ok(Some(SaslConfig {
+            mechanism,
+            username: option("username")?,
+            password: Secret::new(option("password")?),
+        }))
     }
 
     /// The TLS settings of cluster `alias`: `None` for PLAINTEXT. Reads the PEM files it names
@@ -354,25 +456,9 @@ impl<'a> Validator<'a> {
             true => format!("clusters.{alias}.{}", property.replace('.', "_")),
             false => format!("{alias}.{property}"),
         };
-        let protocol = pick(|c| &c.security_protocol);
-        match protocol.map(|p| p.value.to_ascii_uppercase()).as_deref() {
-            None | Some("PLAINTEXT") => return Ok(None),
-            Some("SSL") => {}
-            Some(other) => {
-                let message = if other.starts_with("SASL_") {
-                    format!(
-                        "`{other}` is not supported yet: strait has no SASL (PLAINTEXT and SSL \
-                         work)"
-                    )
-                } else {
-                    format!("`{other}` is not a security protocol: PLAINTEXT or SSL")
-                };
-                return Err(self.error(
-                    protocol.map(|p| &p.origin),
-                    &path("security.protocol"),
-                    message,
-                ));
-            }
+        let (tls, _) = self.protocol(alias, cluster)?;
+        if !tls {
+            return Ok(None);
         }
 
         let trusted = self.pem_source(
@@ -1366,5 +1452,76 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("redacted"), "{text}");
+    }
+
+    fn sasl(lines: &str) -> Result<(Config, Vec<ConfigWarning>), ConfigError> {
+        parse_properties(
+            &format!("{BASE}source->target.enabled = true\n{lines}"),
+            "mm2.properties",
+        )
+    }
+
+    #[test]
+    fn sasl_settings_come_from_the_mechanism_and_the_jaas_entry() {
+        let (config, warnings) = sasl(
+            "security.protocol = SASL_SSL\n\
+             sasl.mechanism = SCRAM-SHA-512\n\
+             sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule \
+             required username=\"alice\" password=\"pass-WORD-1\";\n\
+             target.security.protocol = SASL_PLAINTEXT\n\
+             target.sasl.mechanism = PLAIN\n\
+             target.sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule \
+             required username=bob password=pass-WORD-2;\n",
+        )
+        .unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let (source, target) = (&config.clusters["source"], &config.clusters["target"]);
+        let s = source.sasl.as_ref().unwrap();
+        assert_eq!(
+            (s.mechanism, s.username.as_str()),
+            (SaslMechanism::ScramSha512, "alice")
+        );
+        assert_eq!(s.password.expose(), "pass-WORD-1");
+        assert!(source.tls.is_some());
+        let t = target.sasl.as_ref().unwrap();
+        assert_eq!(
+            (t.mechanism, t.username.as_str()),
+            (SaslMechanism::Plain, "bob")
+        );
+        assert!(target.tls.is_none());
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("pass-WORD"), "{debug}");
+    }
+
+    #[test]
+    fn sasl_settings_that_cannot_work_are_errors_that_never_quote_the_password() {
+        let scram = "org.apache.kafka.common.security.scram.ScramLoginModule";
+        let cases = [
+            (
+                format!("sasl.mechanism = PLAIN\nsasl.jaas.config = {scram} required username=a password=pass-WORD;\n"),
+                "mm2.properties:7: sasl.jaas.config: PLAIN needs the login module org.apache.kafka.common.security.plain.PlainLoginModule",
+            ),
+            (
+                format!("sasl.mechanism = SCRAM-SHA-256\nsasl.jaas.config = {scram} required password=pass-WORD;\n"),
+                "the login module has no `username` option",
+            ),
+            (
+                format!("sasl.mechanism = SCRAM-SHA-256\nsasl.jaas.config = {scram} required username=a password=\"pass-WORD\n"),
+                "a quoted value is not closed",
+            ),
+            (
+                "sasl.mechanism = SCRAM-SHA-256\n".to_string(),
+                "SCRAM-SHA-256 needs sasl.jaas.config",
+            ),
+        ];
+        for (lines, expected) in cases {
+            let e = sasl(&format!(
+                "source.security.protocol = SASL_PLAINTEXT\n{lines}"
+            ))
+            .unwrap_err()
+            .to_string();
+            assert!(e.contains(expected), "{e}");
+            assert!(!e.contains("pass-WORD"), "{e}");
+        }
     }
 }

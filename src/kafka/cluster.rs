@@ -16,9 +16,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Request, StrBytes};
 
 use super::backoff::retry;
-use super::connection::Connection;
+use super::connection::{Connection, Dial};
 use super::error::KafkaError;
 use super::tls::Tls;
+use crate::config::SaslConfig;
 
 /// What strait needs to know about one partition.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,10 +77,8 @@ pub struct Cluster {
     bootstrap: Vec<String>,
     client_id: String,
     timeout: Duration,
-    /// `SO_SNDBUF` of every connection (`None`: the OS default).
-    send_buffer: Option<u32>,
-    /// TLS inside every connection (`None`: PLAINTEXT).
-    tls: Option<Tls>,
+    /// How every connection is set up: socket buffer, TLS, SASL.
+    dial: Dial,
     /// Shared with the siblings: where the brokers are is the same for all of them.
     directory: Directory,
     pool: Mutex<Pool>,
@@ -98,8 +97,7 @@ impl Cluster {
             bootstrap,
             client_id: client_id.to_string(),
             timeout,
-            send_buffer: None,
-            tls: None,
+            dial: Dial::default(),
             directory: Directory::default(),
             pool: Mutex::new(Pool::default()),
         }
@@ -108,13 +106,19 @@ impl Cluster {
     /// Sets the send buffer (`SO_SNDBUF`) of the connections dialled from now on; `None`
     /// leaves the OS default.
     pub fn with_send_buffer(mut self, bytes: Option<u32>) -> Self {
-        self.send_buffer = bytes;
+        self.dial.send_buffer = bytes;
         self
     }
 
     /// Runs every connection dialled from now on through `tls`.
     pub fn with_tls(mut self, tls: Option<Tls>) -> Self {
-        self.tls = tls;
+        self.dial.tls = tls;
+        self
+    }
+
+    /// Authenticates every connection dialled from now on with `sasl`.
+    pub fn with_sasl(mut self, sasl: Option<SaslConfig>) -> Self {
+        self.dial.sasl = sasl;
         self
     }
 
@@ -126,14 +130,13 @@ impl Cluster {
     pub fn sibling(&self) -> Cluster {
         Cluster {
             directory: self.directory.clone(),
+            dial: self.dial.clone(),
             ..Cluster::new(
                 &self.alias,
                 self.bootstrap.clone(),
                 &self.client_id,
                 self.timeout,
             )
-            .with_send_buffer(self.send_buffer)
-            .with_tls(self.tls.clone())
         }
     }
 
@@ -181,8 +184,9 @@ impl Cluster {
                     self.pool.lock().unwrap().bootstrap = Some(c.clone());
                     return Ok(c);
                 }
-                // The same certificates for every broker: another address will not do better.
-                Err(e @ KafkaError::Tls { .. }) => return Err(e),
+                // The same certificates and credentials for every broker: another address
+                // will not do better.
+                Err(e @ (KafkaError::Tls { .. } | KafkaError::Auth { .. })) => return Err(e),
                 Err(e) => {
                     tracing::debug!(cluster = %self.alias, %addr, error = %e, "bootstrap address unreachable");
                     last = e.to_string();
@@ -231,13 +235,17 @@ impl Cluster {
     }
 
     async fn dial(&self, addr: &str) -> Result<Connection, KafkaError> {
-        let tls = self.tls.as_ref();
-        Connection::connect(addr, &self.client_id, self.timeout, self.send_buffer, tls)
+        let at = || format!("cluster {}, broker {addr}", self.alias);
+        Connection::connect(addr, &self.client_id, self.timeout, &self.dial)
             .await
             .map_err(|e| match e {
                 // Fatal, so the last words of the process: say which cluster's settings to fix.
-                KafkaError::Tls { addr, reason } => KafkaError::Tls {
-                    addr: format!("cluster {}, broker {addr}", self.alias),
+                KafkaError::Tls { reason, .. } => KafkaError::Tls { addr: at(), reason },
+                KafkaError::Auth {
+                    mechanism, reason, ..
+                } => KafkaError::Auth {
+                    addr: at(),
+                    mechanism,
                     reason,
                 },
                 other => other,

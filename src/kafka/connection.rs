@@ -20,8 +20,10 @@ use tokio::task::JoinHandle;
 use super::buffer_pool;
 use super::codec::{self, MAX_FRAME_BYTES};
 use super::error::KafkaError;
+use super::sasl;
 use super::segments::Segments;
 use super::tls::{self, Tls};
+use crate::config::SaslConfig;
 
 type Waiter = oneshot::Sender<Result<Bytes, KafkaError>>;
 
@@ -86,8 +88,20 @@ impl std::fmt::Debug for Connection {
 /// seconds, not after a request timeout that may be minutes.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How to set up a connection to the brokers of one cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Dial {
+    /// The socket's send buffer (`SO_SNDBUF`); `None` leaves the operating system's default
+    /// (autotuned).
+    pub send_buffer: Option<u32>,
+    /// TLS inside the connection; `None`: PLAINTEXT.
+    pub tls: Option<Tls>,
+    /// SASL authentication once API versions are known; `None`: none.
+    pub sasl: Option<SaslConfig>,
+}
+
 /// A TCP connection to `addr` (`host:port`), trying each address it resolves to in turn.
-async fn dial(addr: &str, send_buffer: Option<u32>) -> std::io::Result<TcpStream> {
+async fn tcp(addr: &str, send_buffer: Option<u32>) -> std::io::Result<TcpStream> {
     let mut last = None;
     for ip in tokio::net::lookup_host(addr).await? {
         let socket = if ip.is_ipv4() {
@@ -110,22 +124,21 @@ async fn dial(addr: &str, send_buffer: Option<u32>) -> std::io::Result<TcpStream
 
 impl Connection {
     /// Dials `addr` (within `timeout`, at most `CONNECT_TIMEOUT`), runs the TLS handshake if
-    /// `tls` is given (within `timeout`), starts the reader and writer tasks and negotiates
-    /// API versions (within `timeout`). `send_buffer` sets the socket's send buffer
-    /// (`SO_SNDBUF`); `None` leaves the operating system's default (autotuned).
+    /// `dial` asks for TLS (within `timeout`), starts the reader and writer tasks, negotiates
+    /// API versions and authenticates if `dial` asks for SASL (each request within
+    /// `timeout`).
     pub async fn connect(
         addr: &str,
         client_id: &str,
         timeout: Duration,
-        send_buffer: Option<u32>,
-        tls: Option<&Tls>,
+        dial: &Dial,
     ) -> Result<Self, KafkaError> {
         let io_err = |source| KafkaError::Io {
             addr: addr.to_string(),
             source,
         };
         let connect_timeout = timeout.min(CONNECT_TIMEOUT);
-        let stream = tokio::time::timeout(connect_timeout, dial(addr, send_buffer))
+        let stream = tokio::time::timeout(connect_timeout, tcp(addr, dial.send_buffer))
             .await
             .map_err(|_| KafkaError::Timeout {
                 addr: addr.to_string(),
@@ -136,7 +149,7 @@ impl Connection {
         stream.set_nodelay(true).map_err(io_err)?;
         let pending = Arc::new(Mutex::new(Pending::default()));
         let (outbox, rx) = mpsc::unbounded_channel::<Segments>();
-        let (tasks, negotiated) = match tls {
+        let (tasks, negotiated) = match &dial.tls {
             None => {
                 let (read, write) = stream.into_split();
                 (spawn_io(addr, read, write, &pending, rx), None)
@@ -187,7 +200,11 @@ impl Connection {
             other => other,
         })?;
         let _ = inner.versions.set(versions);
-        Ok(Connection { inner })
+        let conn = Connection { inner };
+        if let Some(sasl) = &dial.sasl {
+            sasl::authenticate(&conn, sasl).await?;
+        }
+        Ok(conn)
     }
 
     pub fn addr(&self) -> &str {
@@ -525,6 +542,8 @@ fn api_name(key: i16) -> &'static str {
             ApiKey::ListGroups => "ListGroups",
             ApiKey::DescribeGroups => "DescribeGroups",
             ApiKey::FindCoordinator => "FindCoordinator",
+            ApiKey::SaslHandshake => "SaslHandshake",
+            ApiKey::SaslAuthenticate => "SaslAuthenticate",
             _ => "request",
         })
         .unwrap_or("request")
@@ -553,8 +572,7 @@ mod tests {
             &addr.to_string(),
             "strait-test",
             Duration::from_secs(120),
-            None,
-            None,
+            &Dial::default(),
         )
         .await;
         let took = started.elapsed();

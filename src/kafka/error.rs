@@ -23,6 +23,13 @@ pub enum KafkaError {
     /// `cluster <alias>, broker <host:port>` when a [`Cluster`](super::Cluster) dialled.
     #[error("{addr}: TLS handshake failed: {reason}")]
     Tls { addr: String, reason: String },
+    /// The broker refused SASL authentication: not retried.
+    #[error("{addr}: SASL {mechanism} authentication failed: {reason}")]
+    Auth {
+        addr: String,
+        mechanism: &'static str,
+        reason: String,
+    },
     #[error("{addr}: bad frame: {reason}")]
     Frame { addr: String, reason: String },
     #[error("{addr}: cannot encode/decode {api} v{version}: {reason}")]

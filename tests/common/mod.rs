@@ -1,6 +1,6 @@
 #![allow(dead_code)]
 pub mod kafka;
 pub mod proxy;
+pub mod secured;
 pub mod sequence;
 pub mod strait;
-pub mod tls;

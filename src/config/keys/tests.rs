@@ -227,6 +227,20 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Cluster,
+            "sasl.mechanism",
+            "PLAIN",
+            Some(r#"sasl_mechanism = "PLAIN""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "sasl.jaas.config",
+            "x",
+            Some(r#"sasl_jaas_config = "x""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
             "ssl.enabled.protocols",
             "TLSv1.3",
             Some(r#"ssl_enabled_protocols = ["TLSv1.3"]"#),
@@ -774,18 +788,35 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// SASL is not implemented: connecting without it where the operator asked for
-/// authentication would only be refused by the broker, so it is a configuration error naming
-/// the key (and so the cluster), as is a protocol Kafka does not have.
+/// A protocol Kafka does not have, or a SASL mechanism strait does not speak (GSSAPI is
+/// Kafka's default), is a configuration error naming the key (and so the cluster).
 #[test]
-fn a_security_protocol_strait_does_not_speak_is_an_error() {
-    for value in ["SASL_SSL", "SASL_PLAINTEXT", "TLS"] {
-        let text = format!("{PROPS_BASE}target.security.protocol = {value}\n");
+fn a_security_protocol_or_mechanism_strait_does_not_speak_is_an_error() {
+    for (lines, key, words) in [
+        (
+            "target.security.protocol = TLS\n",
+            "target.security.protocol",
+            "`TLS`",
+        ),
+        (
+            "target.security.protocol = SASL_SSL\n",
+            "target.sasl.mechanism",
+            "GSSAPI",
+        ),
+        (
+            "target.security.protocol = SASL_PLAINTEXT\ntarget.sasl.mechanism = OAUTHBEARER\n",
+            "target.sasl.mechanism",
+            "OAUTHBEARER",
+        ),
+    ] {
+        let text = format!("{PROPS_BASE}{lines}");
         let e = parse_properties(&text, "mm2.properties")
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("mm2.properties:5: target.security.protocol: ") && e.contains(value),
+            e.starts_with("mm2.properties:")
+                && e.contains(&format!("{key}: "))
+                && e.contains(words),
             "{e}"
         );
     }

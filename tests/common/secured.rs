@@ -1,0 +1,225 @@
+//! Certificates made at test time with the `openssl` command (no private key is checked in),
+//! and clusters with `SSL`, `SASL_SSL` and `SASL_PLAINTEXT` listeners, users and all.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use std::time::{Duration, Instant};
+
+use super::kafka::{free_port, free_port_pair, tool, Cluster};
+
+/// A certificate authority in a temporary directory, and what it issues.
+pub struct Ca {
+    dir: tempfile::TempDir,
+    name: String,
+}
+
+impl Ca {
+    /// A new self-signed CA called `name`.
+    pub fn new(name: &str) -> Ca {
+        let ca = Ca {
+            dir: tempfile::tempdir().unwrap(),
+            name: name.to_string(),
+        };
+        let subject = format!("/CN={name}");
+        ca.openssl(&[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            &subject,
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]);
+        ca
+    }
+
+    /// The CA's certificate (PEM): what a truststore holds.
+    pub fn cert(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
+    }
+
+    /// A key and a certificate for `cn`, signed by this CA and valid for `san` (e.g.
+    /// `IP:127.0.0.1`), in one PEM file (unencrypted PKCS#8 key, then the certificate): what
+    /// Kafka's `ssl.keystore.type = PEM` and strait's `ssl.keystore.location` read.
+    pub fn issue(&self, cn: &str, san: &str) -> PathBuf {
+        let (key, csr, crt, ext) = (
+            format!("{cn}.key"),
+            format!("{cn}.csr"),
+            format!("{cn}.crt"),
+            format!("{cn}.ext"),
+        );
+        std::fs::write(
+            self.dir.path().join(&ext),
+            format!(
+                "subjectAltName={san}\nbasicConstraints=CA:FALSE\n\
+                 keyUsage=critical,digitalSignature,keyEncipherment\n\
+                 extendedKeyUsage=serverAuth,clientAuth\n"
+            ),
+        )
+        .unwrap();
+        let subject = format!("/CN={cn}");
+        self.openssl(&[
+            "req", "-newkey", "rsa:2048", "-nodes", "-subj", &subject, "-keyout", &key, "-out",
+            &csr,
+        ]);
+        self.openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+            "-out",
+            &crt,
+        ]);
+        let pem = self.dir.path().join(format!("{cn}.pem"));
+        let text = std::fs::read_to_string(self.dir.path().join(&key)).unwrap()
+            + &std::fs::read_to_string(self.dir.path().join(&crt)).unwrap();
+        std::fs::write(&pem, text).unwrap();
+        pem
+    }
+
+    fn openssl(&self, args: &[&str]) {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .expect("running openssl");
+        assert!(
+            out.status.success(),
+            "CA {}: openssl {args:?}: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// A cluster with secured listeners besides its PLAINTEXT one (which the Java tools use).
+pub struct SecuredCluster {
+    pub cluster: Cluster,
+    /// `127.0.0.1:<port>` of the `SSL` listener.
+    pub ssl: String,
+    /// `127.0.0.1:<port>` of the `SASL_SSL` listener: PLAIN, SCRAM-SHA-256 and -512.
+    pub sasl_ssl: String,
+    /// `127.0.0.1:<port>` of the `SASL_PLAINTEXT` listener: PLAIN and SCRAM-SHA-256 only.
+    pub sasl_plaintext: String,
+}
+
+/// The PLAIN user every secured cluster knows, and its password.
+pub const PLAIN_USER: (&str, &str) = ("plainuser", "plain-Secret-1");
+/// The SCRAM user (SHA-256 and SHA-512), and its password.
+pub const SCRAM_USER: (&str, &str) = ("scramuser", "scram-Secret-2");
+
+/// Starts cluster `name` whose TLS listeners present a certificate of `ca` for
+/// `IP:127.0.0.1`; with `client_auth`, its `SSL` listener requires a client certificate
+/// signed by `ca`. The SCRAM user exists once this returns.
+pub fn start_cluster(name: &str, ca: &Ca, client_auth: bool) -> SecuredCluster {
+    let port = free_port_pair();
+    let (ssl, sasl_ssl, sasl_plaintext) = (free_port(), free_port(), free_port());
+    let keystore = ca.issue(&format!("{name}-broker"), "IP:127.0.0.1");
+    let mut settings = vec![
+        format!(
+            "listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{},\
+             SSL://127.0.0.1:{ssl},SASL_SSL://127.0.0.1:{sasl_ssl},\
+             SASL_PLAINTEXT://127.0.0.1:{sasl_plaintext}",
+            port + 1
+        ),
+        format!(
+            "advertised.listeners=PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl},\
+             SASL_SSL://127.0.0.1:{sasl_ssl},SASL_PLAINTEXT://127.0.0.1:{sasl_plaintext}"
+        ),
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,\
+         SASL_SSL:SASL_SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+            .into(),
+        "ssl.keystore.type=PEM".into(),
+        format!("ssl.keystore.location={}", path(&keystore)),
+        "ssl.truststore.type=PEM".into(),
+        format!("ssl.truststore.location={}", path(&ca.cert())),
+        format!(
+            "listener.name.ssl.ssl.client.auth={}",
+            if client_auth { "required" } else { "none" }
+        ),
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512".into(),
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256".into(),
+    ];
+    let (plain_user, plain_password) = PLAIN_USER;
+    for listener in ["sasl_ssl", "sasl_plaintext"] {
+        settings.push(format!(
+            "listener.name.{listener}.plain.sasl.jaas.config=\
+             org.apache.kafka.common.security.plain.PlainLoginModule required \
+             user_{plain_user}=\"{plain_password}\";"
+        ));
+        for scram in ["scram-sha-256", "scram-sha-512"] {
+            settings.push(format!(
+                "listener.name.{listener}.{scram}.sasl.jaas.config=\
+                 org.apache.kafka.common.security.scram.ScramLoginModule required;"
+            ));
+        }
+    }
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let cluster = Cluster::start_on(name, port, &settings);
+    add_scram_user(&cluster);
+    SecuredCluster {
+        cluster,
+        ssl: format!("127.0.0.1:{ssl}"),
+        sasl_ssl: format!("127.0.0.1:{sasl_ssl}"),
+        sasl_plaintext: format!("127.0.0.1:{sasl_plaintext}"),
+    }
+}
+
+/// Creates [`SCRAM_USER`] with Kafka's own ConfigCommand and waits until the broker lists
+/// both of its credentials.
+fn add_scram_user(c: &Cluster) {
+    let (user, password) = SCRAM_USER;
+    let base = [
+        "--bootstrap-server",
+        c.bootstrap.as_str(),
+        "--entity-type",
+        "users",
+        "--entity-name",
+        user,
+    ];
+    // One mechanism per request: the broker refuses a user's credentials altered twice in one.
+    for credential in [
+        format!("SCRAM-SHA-256=[iterations=8192,password={password}]"),
+        format!("SCRAM-SHA-512=[password={password}]"),
+    ] {
+        let alter = ["--alter", "--add-config", credential.as_str()];
+        tool("kafka.admin.ConfigCommand", &[&base[..], &alter].concat());
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = tool(
+            "kafka.admin.ConfigCommand",
+            &[&base[..], &["--describe"]].concat(),
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.contains("SCRAM-SHA-256") && text.contains("SCRAM-SHA-512") {
+            return;
+        }
+        assert!(Instant::now() < deadline, "SCRAM user not listed: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+pub fn path(p: &Path) -> &str {
+    p.to_str().expect("temp dir path is UTF-8")
+}

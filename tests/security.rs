@@ -1,0 +1,315 @@
+//! TLS and SASL against real Apache Kafka listeners (`SSL`, `SASL_SSL`, `SASL_PLAINTEXT`),
+//! with certificates made at test time and users made with Kafka's own ConfigCommand: strait
+//! verifies the brokers' certificates (CA and host), presents its own where the listener
+//! requires one, authenticates with PLAIN and SCRAM, replicates record for record, never
+//! prints a secret, and ends with exit code 1 and the reason when a handshake or an
+//! authentication cannot succeed. The clusters keep a PLAINTEXT listener for the Java tools
+//! that check the result.
+
+mod common;
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use common::kafka;
+use common::secured::{self, path, Ca, SecuredCluster, PLAIN_USER, SCRAM_USER};
+use common::strait::{self as st, Strait};
+
+struct Setup {
+    ca: Ca,
+    /// strait's client certificate, signed by `ca`.
+    client: std::path::PathBuf,
+    /// Server authentication only.
+    source: SecuredCluster,
+    /// `ssl.client.auth = required`.
+    target: SecuredCluster,
+}
+
+fn setup() -> &'static Setup {
+    static SETUP: OnceLock<Setup> = OnceLock::new();
+    SETUP.get_or_init(|| {
+        kafka::fetch();
+        let ca = Ca::new("strait-test-ca");
+        let client = ca.issue("strait-client", "DNS:strait");
+        let (source, target) = std::thread::scope(|s| {
+            let source = s.spawn(|| secured::start_cluster("secured-source", &ca, false));
+            let target = secured::start_cluster("secured-target", &ca, true);
+            (source.join().expect("starting the source cluster"), target)
+        });
+        Setup {
+            ca,
+            client,
+            source,
+            target,
+        }
+    })
+}
+
+/// A flow source->target for `topic` over the SSL listeners (the source's at
+/// `source_bootstrap`), strait presenting its client certificate to the target if
+/// `client_cert`, with `extra` lines.
+fn config(
+    s: &Setup,
+    topic: &str,
+    source_bootstrap: &str,
+    client_cert: bool,
+    extra: &[&str],
+) -> String {
+    let mut text = format!(
+        "clusters = source, target\n\
+         source.bootstrap.servers = {source_bootstrap}\n\
+         target.bootstrap.servers = {}\n\
+         security.protocol = SSL\n\
+         ssl.truststore.location = {}\n\
+         source->target.enabled = true\n\
+         source->target.topics = {topic}\n\
+         replication.factor = 1\n\
+         internal.topic.replication.factor = 1\n\
+         emit.heartbeats.interval.seconds = 1\n",
+        s.target.ssl,
+        path(&s.ca.cert()),
+    );
+    if client_cert {
+        text.push_str(&format!(
+            "target.ssl.keystore.location = {}\n",
+            path(&s.client)
+        ));
+    }
+    for line in extra {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// Replicates 3,000 records of a new topic from the source (at `source_bootstrap`, with
+/// `extra` lines) to the target's mTLS listener, compares them record for record, and checks
+/// that heartbeats (to the target) and offset syncs (to the source) were written too.
+/// Returns strait's log.
+fn replicate(s: &Setup, source_bootstrap: &str, extra: &[&str]) -> String {
+    let (source, target) = (&s.source.cluster, &s.target.cluster);
+    let topic = kafka::unique("secured");
+    kafka::create_topic(source, &topic, 3, &[]);
+    let produced = kafka::produce(
+        source,
+        &["--topic", &topic, "--count", "3000", "--compression", "lz4"],
+    );
+    assert_eq!(produced.produced, 3000);
+
+    let text = config(s, &topic, source_bootstrap, true, extra);
+    let mut strait = Strait::start(&text, "properties");
+    let remote = format!("source.{topic}");
+    st::wait_for_records(
+        &mut strait,
+        target,
+        &remote,
+        3,
+        3000,
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        kafka::values_by_partition(target, &remote),
+        kafka::values_by_partition(source, &topic),
+        "the target differs from the source"
+    );
+    strait.wait_until("heartbeats on the target", Duration::from_secs(30), || {
+        (!kafka::dump(target, "heartbeats").is_empty()).then_some(())
+    });
+    let syncs = kafka::dump(source, "mm2-offset-syncs.target.internal");
+    assert!(!syncs.is_empty(), "no offset syncs on the source");
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+    strait.log_text()
+}
+
+#[test]
+fn replicates_over_tls_to_a_listener_that_requires_a_client_certificate() {
+    let s = setup();
+    replicate(s, &s.source.ssl, &[]);
+}
+
+/// SASL_SSL with SCRAM-SHA-512 on the source, mutual TLS on the target; strait logs at debug
+/// level and never prints the password.
+#[test]
+fn replicates_from_sasl_ssl_with_scram_to_mutual_tls_without_printing_the_password() {
+    let s = setup();
+    let (user, password) = SCRAM_USER;
+    let jaas = format!(
+        "source.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule \
+         required username=\"{user}\" password=\"{password}\";"
+    );
+    let log = replicate(
+        s,
+        &s.source.sasl_ssl,
+        &[
+            "source.security.protocol = SASL_SSL",
+            "source.sasl.mechanism = SCRAM-SHA-512",
+            &jaas,
+        ],
+    );
+    assert!(log.contains("DEBUG"), "strait did not log at debug level");
+    assert!(
+        !log.contains(password),
+        "the password is in the log:\n{log}"
+    );
+}
+
+/// `strait check` authenticates with PLAIN and with SCRAM-SHA-256 over SASL_PLAINTEXT.
+#[test]
+fn check_authenticates_with_plain_and_scram_sha_256() {
+    let s = setup();
+    let module = |m: &str| format!("org.apache.kafka.common.security.{m}");
+    for (mechanism, module, (user, password)) in [
+        ("PLAIN", module("plain.PlainLoginModule"), PLAIN_USER),
+        (
+            "SCRAM-SHA-256",
+            module("scram.ScramLoginModule"),
+            SCRAM_USER,
+        ),
+    ] {
+        let mechanism_line = format!("source.sasl.mechanism = {mechanism}");
+        let jaas = format!(
+            "source.sasl.jaas.config = {module} required username=\"{user}\" \
+             password=\"{password}\";"
+        );
+        let extra = [
+            "source.security.protocol = SASL_PLAINTEXT",
+            &mechanism_line,
+            &jaas,
+        ];
+        let text = config(s, "none", &s.source.sasl_plaintext, true, &extra);
+        let (_dir, file) = st::config_file("mm2.properties", &text);
+        let (code, out) = st::run_cli(&["--log-level", "debug", "check", st::arg(&file)]);
+        assert_eq!(code, 0, "{mechanism}: {out}");
+        assert!(
+            out.contains("cluster source: reachable"),
+            "{mechanism}: {out}"
+        );
+        assert!(
+            !out.contains(password),
+            "{mechanism}: the password is printed:\n{out}"
+        );
+    }
+}
+
+/// Each handshake or authentication that cannot succeed: `run` ends with exit code 1 within
+/// the request timeout, and its last words name the cluster and the broker and say why in
+/// words (and never the password).
+#[test]
+fn a_handshake_or_login_that_cannot_succeed_ends_the_process_with_the_reason() {
+    let s = setup();
+    let topic = kafka::unique("tls-fail");
+    kafka::create_topic(&s.source.cluster, &topic, 1, &[]);
+    let other_ca = Ca::new("some-other-ca");
+    let source_ssl = s.source.ssl.clone();
+    let localhost = source_ssl.replace("127.0.0.1", "localhost");
+    let other_trust = format!(
+        "source.ssl.truststore.location = {}",
+        path(&other_ca.cert())
+    );
+    let (user, password) = SCRAM_USER;
+    let scram = |mechanism: &str, password: &str| {
+        vec![
+            "source.security.protocol = SASL_PLAINTEXT".to_string(),
+            format!("source.sasl.mechanism = {mechanism}"),
+            format!(
+                "source.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule \
+                 required username=\"{user}\" password=\"{password}\";"
+            ),
+        ]
+    };
+    let tls = "TLS handshake failed";
+    let cases = [
+        (
+            "a CA strait does not trust",
+            "source",
+            &source_ssl,
+            true,
+            vec![other_trust],
+            tls,
+            "not signed by a trusted CA",
+        ),
+        (
+            "a certificate for another host",
+            "source",
+            &localhost,
+            true,
+            vec![],
+            tls,
+            "certificate not valid for name",
+        ),
+        (
+            "no client certificate where one is required",
+            "target",
+            &source_ssl,
+            false,
+            vec![],
+            tls,
+            "the broker refused strait's client certificate",
+        ),
+        (
+            "a wrong password",
+            "source",
+            &s.source.sasl_plaintext,
+            true,
+            scram("SCRAM-SHA-256", "not-the-Password"),
+            "SASL SCRAM-SHA-256 authentication failed",
+            "SASL_AUTHENTICATION_FAILED",
+        ),
+        (
+            "a mechanism the listener does not enable",
+            "source",
+            &s.source.sasl_plaintext,
+            true,
+            scram("SCRAM-SHA-512", password),
+            "SASL SCRAM-SHA-512 authentication failed",
+            "UNSUPPORTED_SASL_MECHANISM",
+        ),
+    ];
+    for (what, cluster, bootstrap, client_cert, extra, failure, reason) in cases {
+        let mut lines = vec!["request.timeout.ms = 10000"];
+        lines.extend(extra.iter().map(String::as_str));
+        let text = config(s, &topic, bootstrap, client_cert, &lines);
+        let started = Instant::now();
+        let mut strait = Strait::start(&text, "properties").allow(&[failure]);
+        let status = strait.wait_exit(Duration::from_secs(60));
+        let log = strait.log_text();
+        assert_eq!(status.code(), Some(1), "{what}: {status}\n{log}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{what}: took {:?}",
+            started.elapsed()
+        );
+        let last = log.lines().last().unwrap_or_default();
+        let broker = format!("cluster {cluster}, broker ");
+        assert!(
+            last.contains(&broker) && last.contains(failure) && last.contains(reason),
+            "{what}: the last line does not give the reason `{reason}`:\n{log}"
+        );
+        assert!(
+            !log.contains(password),
+            "{what}: the password is in the log"
+        );
+    }
+}
+
+/// `ssl.endpoint.identification.algorithm =` (empty) accepts a certificate for another host,
+/// with a warning; the chain is still checked. `strait check` connects over TLS.
+#[test]
+fn check_connects_over_tls_and_hostname_verification_can_be_turned_off() {
+    let s = setup();
+    let localhost = s.source.ssl.replace("127.0.0.1", "localhost");
+    let text = config(
+        s,
+        "none",
+        &localhost,
+        true,
+        &["source.ssl.endpoint.identification.algorithm ="],
+    );
+    let (_dir, file) = st::config_file("mm2.properties", &text);
+    let (code, out) = st::run_cli(&["check", st::arg(&file)]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("hostname verification is off"), "{out}");
+    assert!(out.contains("cluster source: reachable"), "{out}");
+    assert!(out.contains("(SSL, TLSv1_3 TLS13_"), "{out}");
+    assert!(out.contains("cluster target: reachable"), "{out}");
+}
