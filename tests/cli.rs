@@ -93,17 +93,17 @@ fn an_unexpected_warning_in_the_log_fails_the_test() {
 }
 
 #[test]
-fn a_security_protocol_strait_cannot_speak_exits_2_naming_the_key() {
-    // TLS/SASL are not implemented: strait must refuse, not connect in plaintext.
+fn a_sasl_mechanism_strait_cannot_speak_exits_2_naming_the_key() {
+    // OAUTHBEARER is not implemented: strait must refuse, not connect unauthenticated.
     let (_dir, path) = config_file(
         "mm2.properties",
         "clusters = a, b\na.bootstrap.servers = 127.0.0.1:9\nb.bootstrap.servers = 127.0.0.1:9\n\
-         a->b.enabled = true\nb.security.protocol = SASL_SSL\n",
+         a->b.enabled = true\nb.security.protocol = SASL_SSL\nb.sasl.mechanism = OAUTHBEARER\n",
     );
     let (code, text) = run_cli(&["check", arg(&path)]);
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains("mm2.properties:5") && text.contains("b.security.protocol"),
+        text.contains("mm2.properties:6") && text.contains("b.sasl.mechanism"),
         "{text}"
     );
 }

@@ -153,7 +153,8 @@ fn replicates_from_sasl_ssl_with_scram_to_mutual_tls_without_printing_the_passwo
     );
 }
 
-/// `strait check` authenticates with PLAIN and with SCRAM-SHA-256 over SASL_PLAINTEXT.
+/// `strait check` authenticates with PLAIN and with SCRAM-SHA-256 over SASL_PLAINTEXT, the
+/// password kept out of the file by Kafka's FileConfigProvider.
 #[test]
 fn check_authenticates_with_plain_and_scram_sha_256() {
     let s = setup();
@@ -166,12 +167,17 @@ fn check_authenticates_with_plain_and_scram_sha_256() {
             SCRAM_USER,
         ),
     ] {
+        let (_secrets_dir, secrets) =
+            st::config_file("secrets.properties", &format!("password = {password}\n"));
         let mechanism_line = format!("source.sasl.mechanism = {mechanism}");
         let jaas = format!(
             "source.sasl.jaas.config = {module} required username=\"{user}\" \
-             password=\"{password}\";"
+             password=\"${{file:{}:password}}\";",
+            st::arg(&secrets)
         );
         let extra = [
+            "config.providers = file",
+            "config.providers.file.class = org.apache.kafka.common.config.provider.FileConfigProvider",
             "source.security.protocol = SASL_PLAINTEXT",
             &mechanism_line,
             &jaas,
@@ -312,4 +318,97 @@ fn check_connects_over_tls_and_hostname_verification_can_be_turned_off() {
     assert!(out.contains("cluster source: reachable"), "{out}");
     assert!(out.contains("(SSL, TLSv1_3 TLS13_"), "{out}");
     assert!(out.contains("cluster target: reachable"), "{out}");
+}
+
+/// One `mm2.properties` with SASL_SSL (SCRAM-SHA-512) on the source and mutual TLS on the
+/// target runs Apache Kafka's MirrorMaker 2 (connect-mirror 4.1.1) and strait unchanged: each
+/// replicates a topic of its own with it, record for record.
+#[test]
+fn one_secured_properties_file_runs_mirror_maker_2_and_strait_unchanged() {
+    let s = setup();
+    let (source, target) = (&s.source.cluster, &s.target.cluster);
+    let (user, password) = SCRAM_USER;
+    let prefix = kafka::unique("same-file");
+    let ca_cert = s.ca.cert();
+    let (ca, client) = (path(&ca_cert), path(&s.client));
+    let file = format!(
+        "clusters = source, target
+source.bootstrap.servers = {}
+target.bootstrap.servers = {}
+source.security.protocol = SASL_SSL
+source.sasl.mechanism = SCRAM-SHA-512
+source.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule required \\
+    username=\"{user}\" password=\"{password}\";
+source.ssl.truststore.type = PEM
+source.ssl.truststore.location = {ca}
+target.security.protocol = SSL
+target.ssl.truststore.type = PEM
+target.ssl.truststore.location = {ca}
+target.ssl.keystore.type = PEM
+target.ssl.keystore.location = {client}
+source->target.enabled = true
+source->target.topics = {prefix}-.*
+replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+config.storage.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+refresh.topics.interval.seconds = 1
+plugin.discovery = service_load
+source.plugin.discovery = service_load
+target.plugin.discovery = service_load
+",
+        s.source.sasl_ssl, s.target.ssl
+    );
+    let produce = |topic: &str| {
+        kafka::create_topic(source, topic, 2, &[]);
+        kafka::produce(source, &["--topic", topic, "--count", "500"]);
+    };
+
+    let by_mm2 = format!("{prefix}-mm2");
+    produce(&by_mm2);
+    let mut mm2 = kafka::Mm2::start(&file);
+    let remote = format!("source.{by_mm2}");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while kafka::end_offsets(target, &remote)
+        .iter()
+        .map(|&(_, o)| o)
+        .sum::<i64>()
+        < 500
+    {
+        mm2.assert_running();
+        assert!(
+            Instant::now() < deadline,
+            "MM2 did not replicate:\n{}",
+            mm2.log()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(
+        kafka::values_by_partition(target, &remote),
+        kafka::values_by_partition(source, &by_mm2)
+    );
+    mm2.stop();
+
+    let by_strait = format!("{prefix}-strait");
+    produce(&by_strait);
+    // MM2's Connect worker keys have no meaning for strait: it names them in warnings.
+    let worker_keys = ["storage.replication.factor", "plugin.discovery"];
+    let mut strait = Strait::start(&file, "properties").allow(&worker_keys);
+    let remote = format!("source.{by_strait}");
+    st::wait_for_records(
+        &mut strait,
+        target,
+        &remote,
+        2,
+        500,
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        kafka::values_by_partition(target, &remote),
+        kafka::values_by_partition(source, &by_strait)
+    );
+    assert!(strait.terminate().success(), "{}", strait.log_text());
 }

@@ -278,12 +278,12 @@ pub static KEYS: &[KeySpec] = &[
         "Comma-separated cluster aliases (required). Each alias needs \
              `<alias>.bootstrap.servers`.",
     ),
-    KeySpec::new("config.providers", Global, "", CHECK_ANY)
-        .status(Status::Unsupported)
-        .doc(
-            "Connect config providers for `${provider:path:key}` values; strait does not \
-             substitute them.",
-        ),
+    KeySpec::new("config.providers", Global, "", Setter::Parser).doc(
+        "Names of config providers (`file, env, directory`), each with \
+             `config.providers.<name>.class` = Kafka's FileConfigProvider, EnvVarConfigProvider \
+             or DirectoryConfigProvider; `${<name>:[<path>:]<key>}` in any value is replaced \
+             by what it finds (`mm2.properties` only).",
+    ),
     KeySpec::new(
         "dedicated.mode.enable.internal.rest",
         Global,

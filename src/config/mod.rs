@@ -24,6 +24,7 @@ mod jaas;
 mod keys;
 mod model;
 mod properties;
+mod providers;
 mod raw;
 mod toml;
 mod validate;

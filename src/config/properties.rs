@@ -16,6 +16,7 @@ use std::collections::HashMap;
 
 use super::error::{ConfigError, ConfigWarning, WarningKind};
 use super::keys::{find_key, parse_list, KeySpec, Scope, Setter, Status};
+use super::providers;
 use super::raw::{Format, Origin, Pos, RawCluster, RawConfig, RawFlow, Sourced};
 
 /// One `key=value` pair after unescaping, with the line its logical line starts on.
@@ -352,7 +353,7 @@ pub(crate) fn parse(
     text: &str,
     file: &str,
 ) -> Result<(RawConfig, Vec<ConfigWarning>), ConfigError> {
-    let entries = lex(text).map_err(|e| ConfigError::Invalid {
+    let mut entries = lex(text).map_err(|e| ConfigError::Invalid {
         file: file.to_string(),
         line: Some(e.line),
         key: None,
@@ -362,6 +363,24 @@ pub(crate) fn parse(
         file,
         warnings: Vec::new(),
     };
+    let params =
+        providers::resolve(&mut entries, |name| std::env::var(name).ok()).map_err(|e| {
+            ConfigError::Invalid {
+                file: file.to_string(),
+                line: Some(e.line),
+                key: Some(e.key),
+                message: e.message,
+            }
+        })?;
+    for param in &params {
+        p.warn(
+            param,
+            WarningKind::NotImplemented,
+            "config provider parameter not implemented by strait (no allowed.paths or \
+             allowlist.pattern checks); it has no effect"
+                .to_string(),
+        );
+    }
 
     // Java's Properties keeps the last value of a key.
     let mut last_line: HashMap<&str, usize> = HashMap::new();

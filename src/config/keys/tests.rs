@@ -99,9 +99,8 @@ fn cases() -> Vec<Case> {
             !c.clusters.contains_key("spare")
                 && w.iter().any(|w| w.key == "spare.bootstrap.servers")
         }),
-        case!(Global, "config.providers", "file", None, |_, w| warned(
-            w, NI
-        )),
+        // Its effect: config::providers.
+        case!(Global, "config.providers", "", None, |_, w| w.is_empty()),
         case!(
             Global,
             "dedicated.mode.enable.internal.rest",
