@@ -1,5 +1,6 @@
 # strait in a FROM-scratch image: the static musl binary and nothing else (no libc, no shell,
-# no CA store: strait reads its config file and speaks to Kafka, nothing more).
+# no CA store: TLS trusts the public CA roots compiled into strait, or the truststore the
+# config names, mounted like the config).
 #
 #   cargo build --release --target x86_64-unknown-linux-musl
 #   docker build -t strait .            (or podman / buildah bud)

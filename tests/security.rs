@@ -299,7 +299,8 @@ fn a_handshake_or_login_that_cannot_succeed_ends_the_process_with_the_reason() {
 }
 
 /// `ssl.endpoint.identification.algorithm =` (empty) accepts a certificate for another host,
-/// with a warning; the chain is still checked. `strait check` connects over TLS.
+/// with a warning; the chain is still checked. `strait check` connects over TLS and shows the
+/// version and suite: the ones `ssl.enabled.protocols` and `ssl.cipher.suites` allow.
 #[test]
 fn check_connects_over_tls_and_hostname_verification_can_be_turned_off() {
     let s = setup();
@@ -309,13 +310,22 @@ fn check_connects_over_tls_and_hostname_verification_can_be_turned_off() {
         "none",
         &localhost,
         true,
-        &["source.ssl.endpoint.identification.algorithm ="],
+        &[
+            "source.ssl.endpoint.identification.algorithm =",
+            "source.ssl.enabled.protocols = TLSv1.2",
+            "source.ssl.cipher.suites = TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+        ],
     );
     let (_dir, file) = st::config_file("mm2.properties", &text);
     let (code, out) = st::run_cli(&["check", st::arg(&file)]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("hostname verification is off"), "{out}");
     assert!(out.contains("cluster source: reachable"), "{out}");
+    // The source as configured, the target as rustls prefers.
+    assert!(
+        out.contains("(SSL, TLSv1_2 TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"),
+        "{out}"
+    );
     assert!(out.contains("(SSL, TLSv1_3 TLS13_"), "{out}");
     assert!(out.contains("cluster target: reachable"), "{out}");
 }
@@ -411,4 +421,51 @@ target.plugin.discovery = service_load
         kafka::values_by_partition(source, &by_strait)
     );
     assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
+/// Java shops keep their certificates in PKCS12 stores: a truststore made by keytool and a
+/// keystore made by openssl, each with its password, work as they are; a wrong password and
+/// a store in the old JKS format are exit 2 naming the key, the JKS one with the keytool
+/// command that converts it.
+#[test]
+fn pkcs12_stores_work_as_they_are_and_jks_ones_say_how_to_convert() {
+    let s = setup();
+    let truststore = s.ca.java_truststore("PKCS12", "trust-Pass-3");
+    let keystore = s.ca.pkcs12_keystore(&s.client, "key-Pass-4");
+    let jks = s.ca.java_truststore("JKS", "trust-Pass-3");
+    let run = |truststore: &std::path::Path, password: &str| {
+        let extra = [
+            "ssl.truststore.type = PKCS12".to_string(),
+            format!("ssl.truststore.location = {}", path(truststore)),
+            format!("ssl.truststore.password = {password}"),
+            "target.ssl.keystore.type = PKCS12".to_string(),
+            format!("target.ssl.keystore.location = {}", path(&keystore)),
+            "target.ssl.keystore.password = key-Pass-4".to_string(),
+        ];
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        // The PEM truststore and keystore of `config` are replaced by these.
+        let text = config(s, "none", &s.source.ssl, false, &extra).replace(
+            &format!("ssl.truststore.location = {}\n", path(&s.ca.cert())),
+            "",
+        );
+        let (_dir, file) = st::config_file("mm2.properties", &text);
+        st::run_cli(&["check", st::arg(&file)])
+    };
+    let (code, out) = run(&truststore, "trust-Pass-3");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("cluster target: reachable"), "{out}");
+
+    let (code, out) = run(&truststore, "wrong");
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("ssl.truststore.location") && out.contains("neither PEM nor a PKCS12"),
+        "{out}"
+    );
+    let (code, out) = run(&jks, "trust-Pass-3");
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("keytool -importkeystore"), "{out}");
+    assert!(
+        !out.contains("trust-Pass-3") && !out.contains("key-Pass-4"),
+        "{out}"
+    );
 }

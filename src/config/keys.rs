@@ -352,20 +352,30 @@ pub static KEYS: &[KeySpec] = &[
     )
     .toml("ssl_truststore_location")
     .doc(
-        "PEM file of the CA certificates a broker's certificate must chain to. Neither this \
-             nor `ssl.truststore.certificates`: the public CA roots built into strait.",
+        "PEM file or PKCS12 store of the CA certificates a broker's certificate must chain \
+             to. Neither this nor `ssl.truststore.certificates`: the public CA roots built \
+             into strait.",
     ),
     KeySpec::new(
         "ssl.truststore.type",
         Cluster,
-        "PEM",
+        "JKS",
         cluster!(ssl_truststore_type, parse_string),
     )
     .toml("ssl_truststore_type")
     .doc(
-        "PEM. A JKS or PKCS12 truststore is an error that says how to export it as PEM \
-             (Kafka's default is JKS; strait reads PEM only).",
+        "PEM, PKCS12 or JKS. strait goes by the file's content: PEM, or PKCS12 (which Java's \
+             JKS type reads too); a store in the old JKS format is an error that gives the \
+             keytool command converting it to PKCS12.",
     ),
+    KeySpec::new(
+        "ssl.truststore.password",
+        Cluster,
+        "",
+        cluster!(ssl_truststore_password, parse_string),
+    )
+    .toml("ssl_truststore_password")
+    .doc("Password of a PKCS12 truststore; not used for PEM. Never printed."),
     KeySpec::new(
         "ssl.truststore.certificates",
         Cluster,
@@ -383,16 +393,24 @@ pub static KEYS: &[KeySpec] = &[
     .toml("ssl_keystore_location")
     .doc(
         "PEM file with strait's private key (PKCS#8, PKCS#1 or SEC1) and certificate chain, \
-             for listeners that require client certificates (mutual TLS).",
+             or a PKCS12 store, for listeners that require client certificates (mutual TLS).",
     ),
     KeySpec::new(
         "ssl.keystore.type",
         Cluster,
-        "PEM",
+        "JKS",
         cluster!(ssl_keystore_type, parse_string),
     )
     .toml("ssl_keystore_type")
-    .doc("PEM. JKS and PKCS12 are errors that say how to convert them."),
+    .doc("PEM, PKCS12 or JKS, as `ssl.truststore.type`."),
+    KeySpec::new(
+        "ssl.keystore.password",
+        Cluster,
+        "",
+        cluster!(ssl_keystore_password, parse_string),
+    )
+    .toml("ssl_keystore_password")
+    .doc("Password of a PKCS12 keystore (its key opens with it too); not used for PEM."),
     KeySpec::new(
         "ssl.keystore.certificate.chain",
         Cluster,
@@ -439,6 +457,18 @@ pub static KEYS: &[KeySpec] = &[
     )
     .toml("ssl_enabled_protocols")
     .doc("Comma-separated TLS versions strait offers: TLSv1.2 and/or TLSv1.3."),
+    KeySpec::new(
+        "ssl.cipher.suites",
+        Cluster,
+        "",
+        cluster!(ssl_cipher_suites, parse_list_ok),
+    )
+    .toml("ssl_cipher_suites")
+    .doc(
+        "Comma-separated cipher suites strait offers, by IANA name; empty: all it has \
+             (AES-GCM and ChaCha20-Poly1305 with ECDHE). A suite it lacks (CBC, RSA key \
+             exchange) is an error naming it.",
+    ),
     KeySpec::new(
         "sasl.mechanism",
         Cluster,

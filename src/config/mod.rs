@@ -35,7 +35,7 @@ pub use error::{ConfigError, ConfigWarning, WarningKind};
 pub use keys::{keys, KeySpec, Scope, Spelling, Status, KEYS};
 pub use model::{
     defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, Location, OffsetReset,
-    SaslConfig, SaslMechanism, Secret, TlsConfig, TlsVersion,
+    SaslConfig, SaslMechanism, Secret, TlsConfig, TlsVersion, TLS_CIPHER_SUITES,
 };
 
 /// Reads and validates a configuration file: TOML if the name ends in `.toml`, otherwise an

@@ -87,7 +87,24 @@ pub struct TlsConfig {
     pub verify_hostname: bool,
     /// The TLS versions strait offers (`ssl.enabled.protocols`), never empty.
     pub versions: Vec<TlsVersion>,
+    /// The cipher suites strait offers, by IANA name, each one of [`TLS_CIPHER_SUITES`]
+    /// (`ssl.cipher.suites`); empty: all of them.
+    pub cipher_suites: Vec<String>,
 }
+
+/// The cipher suites strait's TLS has, by IANA name (as Java and `ssl.cipher.suites` write
+/// them): AEAD with forward secrecy only.
+pub const TLS_CIPHER_SUITES: &[&str] = &[
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+];
 
 /// A TLS version strait can speak.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

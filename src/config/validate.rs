@@ -16,7 +16,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use super::error::{ConfigError, ConfigWarning, WarningKind};
 use super::model::{
     defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, SaslConfig, SaslMechanism,
-    Secret, TlsConfig, TlsVersion,
+    Secret, TlsConfig, TlsVersion, TLS_CIPHER_SUITES,
 };
 use super::raw::{Format, Origin, PolicyKind, Pos, RawCluster, RawConfig, RawFlow, Sourced};
 use super::toml::line_of;
@@ -87,14 +87,10 @@ fn check_host_port(s: &str) -> Result<(), String> {
 /// The login module of both SCRAM mechanisms.
 const SCRAM_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 
-/// How to turn a Java truststore into the PEM file strait reads.
-const TRUSTSTORE_CONVERSION: &str = "export its CA certificates with `keytool -exportcert -rfc \
-    -keystore FILE -alias ALIAS` (JKS) or `openssl pkcs12 -in FILE -nokeys` (PKCS12), set \
-    ssl.truststore.type = PEM and ssl.truststore.location to the result";
-/// How to turn a Java keystore into the PEM file strait reads.
-const KEYSTORE_CONVERSION: &str = "convert it with `openssl pkcs12 -in FILE -nodes` (a JKS \
-    store first with `keytool -importkeystore -deststoretype PKCS12`), set ssl.keystore.type = \
-    PEM and ssl.keystore.location to the result";
+/// How to turn a JKS store into the PKCS12 store strait reads.
+const JKS_CONVERSION: &str = "a JKS store? convert it with `keytool -importkeystore \
+    -srckeystore FILE.jks -destkeystore FILE.p12 -deststoretype PKCS12` and point the location \
+    at FILE.p12";
 
 /// PEM `text` with each `-----BEGIN …-----` and `-----END …-----` on a line of its own and
 /// the base64 between them without spaces: an inline value in `mm2.properties` is written
@@ -117,6 +113,12 @@ fn pem_lines(text: &str) -> String {
         rest = &rest[start + marker.len()..];
     }
     out
+}
+
+/// What a truststore or keystore location or value holds.
+enum Store {
+    Pem(String),
+    Pkcs12(Box<p12_keystore::KeyStore>),
 }
 
 /// The certificates in PEM `text`, at least one.
@@ -461,21 +463,53 @@ impl<'a> Validator<'a> {
             return Ok(None);
         }
 
-        let trusted = self.pem_source(
+        for (kind, key) in [
+            (pick(|c| &c.ssl_truststore_type), "ssl.truststore.type"),
+            (pick(|c| &c.ssl_keystore_type), "ssl.keystore.type"),
+        ] {
+            if let Some(kind) = kind.filter(|k| {
+                !["PEM", "PKCS12", "JKS"].contains(&k.value.to_ascii_uppercase().as_str())
+            }) {
+                return Err(self.error(
+                    Some(&kind.origin),
+                    &path(key),
+                    format!("`{}` is not a store type: PEM, PKCS12 or JKS", kind.value),
+                ));
+            }
+        }
+        let trusted = match self.store(
             pick(|c| &c.ssl_truststore_location),
             pick(|c| &c.ssl_truststore_certificates),
-            pick(|c| &c.ssl_truststore_type),
+            pick(|c| &c.ssl_truststore_password),
             [
                 &path("ssl.truststore.location"),
                 &path("ssl.truststore.certificates"),
-                &path("ssl.truststore.type"),
             ],
-            TRUSTSTORE_CONVERSION,
-        )?;
-        let trusted = match trusted {
+        )? {
             None => None,
-            Some((text, origin, key)) => {
+            Some((Store::Pem(text), origin, key)) => {
                 Some(certificates(&text).map_err(|m| self.error(Some(&origin), &key, m))?)
+            }
+            Some((Store::Pkcs12(store), origin, key)) => {
+                let certs: Vec<CertificateDer<'static>> = store
+                    .entries()
+                    .flat_map(|(_, entry)| match entry {
+                        p12_keystore::KeyStoreEntry::Certificate(c) => vec![c.as_der().to_vec()],
+                        p12_keystore::KeyStoreEntry::PrivateKeyChain(chain) => {
+                            chain.chain().iter().map(|c| c.as_der().to_vec()).collect()
+                        }
+                        _ => Vec::new(),
+                    })
+                    .map(CertificateDer::from)
+                    .collect();
+                if certs.is_empty() {
+                    return Err(self.error(
+                        Some(&origin),
+                        &key,
+                        "no certificate in the store".into(),
+                    ));
+                }
+                Some(certs)
             }
         };
 
@@ -493,22 +527,34 @@ impl<'a> Validator<'a> {
                         .map_err(|m| self.error(Some(&key.origin), &key_path, m))?,
                 })
             }
-            (None, None) => match self.pem_source(
+            (None, None) => match self.store(
                 location,
                 None,
-                pick(|c| &c.ssl_keystore_type),
-                [
-                    &path("ssl.keystore.location"),
-                    "",
-                    &path("ssl.keystore.type"),
-                ],
-                KEYSTORE_CONVERSION,
+                pick(|c| &c.ssl_keystore_password),
+                [&path("ssl.keystore.location"), ""],
             )? {
                 None => None,
-                Some((text, origin, key)) => Some(Identity {
+                Some((Store::Pem(text), origin, key)) => Some(Identity {
                     chain: certificates(&text).map_err(|m| self.error(Some(&origin), &key, m))?,
                     key: private_key(&text).map_err(|m| self.error(Some(&origin), &key, m))?,
                 }),
+                Some((Store::Pkcs12(store), origin, key)) => {
+                    let Some((_, chain)) = store.private_key_chain() else {
+                        return Err(self.error(
+                            Some(&origin),
+                            &key,
+                            "no private key in the store".into(),
+                        ));
+                    };
+                    Some(Identity {
+                        chain: chain
+                            .chain()
+                            .iter()
+                            .map(|c| CertificateDer::from(c.as_der().to_vec()))
+                            .collect(),
+                        key: Secret::new(PrivateKeyDer::Pkcs8(chain.key().to_vec().into())),
+                    })
+                }
             },
             (one, other) => {
                 let origin = one.or(other).or(location).map(|s| &s.origin);
@@ -521,13 +567,16 @@ impl<'a> Validator<'a> {
                 ));
             }
         };
-        // A key that parsed is unencrypted: the password has nothing to open.
+        // A PEM key that parsed is unencrypted, and a PKCS12 key opens with the store's
+        // password: this one has nothing to open.
         if let (Some(password), Some(_)) = (pick(|c| &c.ssl_key_password), &identity) {
             self.warn(
                 Some(&password.origin),
                 &path("ssl.key.password"),
                 WarningKind::Semantics,
-                "the private key is not encrypted; the password is not used".to_string(),
+                "not used: a PEM key must be unencrypted, and a PKCS12 key opens with \
+                 ssl.keystore.password"
+                    .to_string(),
             );
         }
 
@@ -578,37 +627,46 @@ impl<'a> Validator<'a> {
         if versions.is_empty() {
             versions = vec![TlsVersion::Tls12, TlsVersion::Tls13];
         }
+        let suites = cluster
+            .ssl_cipher_suites
+            .as_ref()
+            .or(defaults.ssl_cipher_suites.as_ref());
+        let cipher_suites = suites.map_or_else(Vec::new, |s| s.value.clone());
+        let lacking: Vec<&str> = cipher_suites
+            .iter()
+            .map(String::as_str)
+            .filter(|s| !TLS_CIPHER_SUITES.contains(s))
+            .collect();
+        if !lacking.is_empty() {
+            return Err(self.error(
+                suites.map(|s| &s.origin),
+                &path("ssl.cipher.suites"),
+                format!(
+                    "strait's TLS lacks {}; it has {}",
+                    lacking.join(", "),
+                    TLS_CIPHER_SUITES.join(", ")
+                ),
+            ));
+        }
         Ok(Some(TlsConfig {
             trusted,
             identity,
             verify_hostname,
             versions,
+            cipher_suites,
         }))
     }
 
-    /// PEM text from a file (`location`) or inline (`inline`), with where it came from and the
-    /// key to name in messages; `None` when neither is set. `names` are the keys of location,
-    /// inline and type; a type other than PEM is an error with `conversion` as its advice.
-    fn pem_source(
+    /// A store from a file (`location`: PEM, or PKCS12 opened with `password`) or inline PEM
+    /// (`inline`), with where it came from and the key to name in messages; `None` when
+    /// neither is set. `names` are the keys of location and inline.
+    fn store(
         &self,
         location: Option<&Sourced<String>>,
         inline: Option<&Sourced<String>>,
-        kind: Option<&Sourced<String>>,
-        names: [&str; 3],
-        conversion: &str,
-    ) -> Result<Option<(String, Origin, String)>, ConfigError> {
-        if let Some(kind) = kind.filter(|k| !k.value.eq_ignore_ascii_case("PEM")) {
-            if location.is_some() || inline.is_some() {
-                return Err(self.error(
-                    Some(&kind.origin),
-                    names[2],
-                    format!(
-                        "`{}` stores are not read by strait, PEM files are: {conversion}",
-                        kind.value
-                    ),
-                ));
-            }
-        }
+        password: Option<&Sourced<String>>,
+        names: [&str; 2],
+    ) -> Result<Option<(Store, Origin, String)>, ConfigError> {
         match (location, inline) {
             (Some(l), Some(_)) => Err(self.error(
                 Some(&l.origin),
@@ -616,35 +674,30 @@ impl<'a> Validator<'a> {
                 format!("set {} or {}, not both", names[0], names[1]),
             )),
             (None, Some(inline)) => Ok(Some((
-                inline.value.clone(),
+                Store::Pem(inline.value.clone()),
                 inline.origin.clone(),
                 names[1].to_string(),
             ))),
             (Some(l), None) => {
-                let text = std::fs::read(&l.value).map_err(|e| {
-                    self.error(
-                        Some(&l.origin),
-                        names[0],
-                        format!("cannot read `{}`: {e}", l.value),
-                    )
-                })?;
-                if !text.starts_with(b"-----BEGIN")
-                    && !String::from_utf8_lossy(&text).contains("-----BEGIN")
-                {
-                    return Err(self.error(
-                        Some(&l.origin),
-                        names[0],
-                        format!(
-                            "`{}` is not a PEM file (a JKS or PKCS12 store?): {conversion}",
-                            l.value
-                        ),
-                    ));
-                }
-                Ok(Some((
-                    String::from_utf8_lossy(&text).into_owned(),
-                    l.origin.clone(),
-                    names[0].to_string(),
-                )))
+                let invalid = |message: String| self.error(Some(&l.origin), names[0], message);
+                let bytes = std::fs::read(&l.value)
+                    .map_err(|e| invalid(format!("cannot read `{}`: {e}", l.value)))?;
+                let text = String::from_utf8_lossy(&bytes);
+                let store = if text.contains("-----BEGIN") {
+                    Store::Pem(text.into_owned())
+                } else {
+                    let password = password.map_or("", |p| p.value.as_str());
+                    let store =
+                        p12_keystore::KeyStore::from_pkcs12(&bytes, password).map_err(|e| {
+                            invalid(format!(
+                                "`{}` is neither PEM nor a PKCS12 store that the password \
+                                 opens ({e}); {JKS_CONVERSION}",
+                                l.value
+                            ))
+                        })?;
+                    Store::Pkcs12(Box::new(store))
+                };
+                Ok(Some((store, l.origin.clone(), names[0].to_string())))
             }
             (None, None) => Ok(None),
         }
@@ -1387,14 +1440,14 @@ mod tests {
             ),
             (
                 format!("source.ssl.truststore.location = {}\n", binary.display()),
-                "is not a PEM file (a JKS or PKCS12 store?): export its CA certificates with `keytool",
+                "is neither PEM nor a PKCS12 store that the password opens",
             ),
             (
                 format!(
-                    "source.ssl.truststore.type = JKS\nsource.ssl.truststore.location = {}\n",
+                    "source.ssl.truststore.type = BCFKS\nsource.ssl.truststore.location = {}\n",
                     binary.display()
                 ),
-                "source.ssl.truststore.type: `JKS` stores are not read by strait",
+                "source.ssl.truststore.type: `BCFKS` is not a store type",
             ),
             (
                 format!(
@@ -1414,6 +1467,11 @@ mod tests {
             (
                 format!("source.ssl.keystore.certificate.chain = {FAKE_CERT}"),
                 "set ssl.keystore.certificate.chain and ssl.keystore.key together",
+            ),
+            (
+                "source.ssl.cipher.suites = TLS_AES_256_GCM_SHA384, TLS_RSA_WITH_AES_128_CBC_SHA\n"
+                    .to_string(),
+                "source.ssl.cipher.suites: strait's TLS lacks TLS_RSA_WITH_AES_128_CBC_SHA; it has",
             ),
             (
                 "source.ssl.enabled.protocols = TLSv1.2, TLSv1.1\n".to_string(),

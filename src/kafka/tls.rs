@@ -39,7 +39,13 @@ impl Tls {
     /// that are not certificates.
     pub fn new(config: &TlsConfig) -> Result<Tls, String> {
         check_cpu()?;
-        let provider = Arc::new(rustls_graviola::default_provider());
+        let mut provider = rustls_graviola::default_provider();
+        if !config.cipher_suites.is_empty() {
+            provider
+                .cipher_suites
+                .retain(|s| config.cipher_suites.contains(&iana_name(s)));
+        }
+        let provider = Arc::new(provider);
         let versions: Vec<&'static rustls::SupportedProtocolVersion> = config
             .versions
             .iter()
@@ -134,6 +140,12 @@ pub fn tls_reason(e: &std::io::Error) -> Option<String> {
     })
 }
 
+/// A suite's IANA name, as Java writes it (`TLS_AES_256_GCM_SHA384`; rustls says
+/// `TLS13_AES_256_GCM_SHA384` for the TLS 1.3 ones).
+fn iana_name(suite: &rustls::SupportedCipherSuite) -> String {
+    format!("{:?}", suite.suite()).replacen("TLS13_", "TLS_", 1)
+}
+
 /// `host` of `host:port` or `[v6]:port`.
 fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
@@ -219,6 +231,23 @@ impl ServerCertVerifier for AnyHostname {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The names the configuration accepts are exactly the suites the provider has.
+    #[test]
+    fn the_configurable_cipher_suites_are_the_provider_s() {
+        let mut ours: Vec<String> = rustls_graviola::default_provider()
+            .cipher_suites
+            .iter()
+            .map(iana_name)
+            .collect();
+        let mut accepted: Vec<String> = crate::config::TLS_CIPHER_SUITES
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        ours.sort();
+        accepted.sort();
+        assert_eq!(ours, accepted);
+    }
 
     #[test]
     fn host_of_strips_the_port_and_ipv6_brackets() {

@@ -97,6 +97,58 @@ impl Ca {
         pem
     }
 
+    /// `pem` (a key and its certificate, from [`Ca::issue`]) as a PKCS12 keystore made by
+    /// `openssl pkcs12 -export`, protected by `password`.
+    pub fn pkcs12_keystore(&self, pem: &Path, password: &str) -> PathBuf {
+        let out = pem.with_extension("p12");
+        let pass = format!("pass:{password}");
+        self.openssl(&[
+            "pkcs12",
+            "-export",
+            "-in",
+            path(pem),
+            "-out",
+            path(&out),
+            "-passout",
+            &pass,
+        ]);
+        out
+    }
+
+    /// This CA's certificate in a truststore of `store_type` (`PKCS12` or `JKS`) made by the
+    /// JDK's keytool, protected by `password`.
+    pub fn java_truststore(&self, store_type: &str, password: &str) -> PathBuf {
+        let out = self
+            .dir
+            .path()
+            .join(format!("truststore.{}", store_type.to_lowercase()));
+        let cert = self.cert();
+        let args = [
+            "-importcert",
+            "-noprompt",
+            "-alias",
+            "ca",
+            "-file",
+            path(&cert),
+            "-keystore",
+            path(&out),
+            "-storetype",
+            store_type,
+            "-storepass",
+            password,
+        ];
+        let done = Command::new("keytool")
+            .args(args)
+            .output()
+            .expect("running keytool");
+        assert!(
+            done.status.success(),
+            "keytool {args:?}: {}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        out
+    }
+
     fn openssl(&self, args: &[&str]) {
         let out = Command::new("openssl")
             .args(args)

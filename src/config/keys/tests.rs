@@ -156,6 +156,7 @@ fn cases() -> Vec<Case> {
                             && t.identity.is_none()
                             && t.verify_hostname
                             && t.versions == [TlsVersion::Tls12, TlsVersion::Tls13]
+                            && t.cipher_suites.is_empty()
                     })
             }
         ),
@@ -173,6 +174,20 @@ fn cases() -> Vec<Case> {
             "ssl.truststore.type",
             "PKCS12",
             Some(r#"ssl_truststore_type = "PKCS12""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.truststore.password",
+            "x",
+            Some(r#"ssl_truststore_password = "x""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.keystore.password",
+            "x",
+            Some(r#"ssl_keystore_password = "x""#),
             plaintext
         ),
         case!(
@@ -236,6 +251,13 @@ fn cases() -> Vec<Case> {
             "sasl.jaas.config",
             "x",
             Some(r#"sasl_jaas_config = "x""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "ssl.cipher.suites",
+            "TLS_AES_256_GCM_SHA384",
+            Some(r#"ssl_cipher_suites = ["TLS_AES_256_GCM_SHA384"]"#),
             plaintext
         ),
         case!(
