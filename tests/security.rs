@@ -153,6 +153,202 @@ fn replicates_from_sasl_ssl_with_scram_to_mutual_tls_without_printing_the_passwo
     );
 }
 
+/// KIP-368: the source's SCRAM-SHA-256 sessions on SASL_SSL last `REAUTH_MS` (3 s), and the
+/// broker closes a connection that sends a request after its session ended. strait
+/// re-authenticates each connection before then, on the connection itself: over 15 s of
+/// replication no connection is lost (no WARN line), and every record arrives.
+#[test]
+fn sasl_sessions_are_renewed_on_their_connection_before_the_broker_ends_them() {
+    let s = setup();
+    let (source, target) = (&s.source.cluster, &s.target.cluster);
+    let (user, password) = SCRAM_USER;
+    let topic = kafka::unique("reauth");
+    kafka::create_topic(source, &topic, 2, &[]);
+    let jaas = format!(
+        "source.sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule \
+         required username=\"{user}\" password=\"{password}\";"
+    );
+    let text = config(
+        s,
+        &topic,
+        &s.source.sasl_ssl,
+        true,
+        &[
+            "source.security.protocol = SASL_SSL",
+            "source.sasl.mechanism = SCRAM-SHA-256",
+            &jaas,
+        ],
+    );
+    let mut strait = Strait::start(&text, "properties");
+    let remote = format!("source.{topic}");
+    let started = Instant::now();
+    let mut expected = 0;
+    for round in 0..4 {
+        let produced = kafka::produce(source, &["--topic", &topic, "--count", "500"]);
+        expected += produced.produced as i64;
+        st::wait_for_records(
+            &mut strait,
+            target,
+            &remote,
+            2,
+            expected,
+            Duration::from_secs(60),
+        );
+        if round < 3 {
+            std::thread::sleep(Duration::from_secs(3));
+        }
+    }
+    assert!(started.elapsed() > Duration::from_millis(4 * secured::REAUTH_MS));
+    assert_eq!(
+        kafka::values_by_partition(target, &remote),
+        kafka::values_by_partition(source, &topic),
+        "the target differs from the source"
+    );
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+    let log = strait.log_text();
+    let renewed = log.matches("re-authenticated").count();
+    assert!(renewed >= 3, "{renewed} re-authentications:\n{log}");
+    assert!(!log.contains(password), "the password is in the log");
+}
+
+/// The OAUTHBEARER lines of a flow's source: tokens from `url`, as Kafka 4.1's clients are
+/// configured for the client credentials grant.
+fn oauth_lines(url: &str, client: (&str, &str)) -> Vec<String> {
+    vec![
+        "source.security.protocol = SASL_SSL".into(),
+        "source.sasl.mechanism = OAUTHBEARER".into(),
+        "source.sasl.jaas.config = \
+         org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+            .into(),
+        "source.sasl.login.callback.handler.class = \
+         org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+            .into(),
+        format!("source.sasl.oauthbearer.token.endpoint.url = {url}"),
+        format!(
+            "source.sasl.oauthbearer.client.credentials.client.id = {}",
+            client.0
+        ),
+        format!(
+            "source.sasl.oauthbearer.client.credentials.client.secret = {}",
+            client.1
+        ),
+        "source.sasl.oauthbearer.scope = kafka".into(),
+    ]
+}
+
+const OAUTH_CLIENT: (&str, &str) = ("strait-app", "client-Secret-5");
+
+/// OAUTHBEARER with the client credentials grant: strait asks the token endpoint (over HTTPS,
+/// trusted through the cluster's truststore) for a token and replicates with it; sessions
+/// end after `REAUTH_MS`, so connections re-authenticate, and tokens living 8 s are renewed
+/// when 80 % of their life has passed, not once per connection. The secret is never printed.
+#[test]
+fn replicates_from_sasl_ssl_with_oauthbearer_tokens_from_a_token_endpoint() {
+    let s = setup();
+    let endpoint = secured::TokenEndpoint::start(&s.ca, OAUTH_CLIENT, "kafka", 8);
+    let lines = oauth_lines(&endpoint.url, OAUTH_CLIENT);
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let started = Instant::now();
+    let log = replicate(s, &s.source.sasl_ssl, &lines);
+    let took = started.elapsed().as_secs_f64();
+    assert!(log.contains("got an OAUTHBEARER token"), "{log}");
+    let renewed = log.matches("SASL session re-authenticated").count();
+    let issued = endpoint.issued();
+    // One token, then one each time 80 % of the last one's 8 s have passed.
+    let most = 1 + (took / 6.4).ceil() as usize;
+    assert!(
+        (1..=most).contains(&issued),
+        "{issued} tokens in {took:.1} s ({renewed} re-authentications), at most {most} \
+         expected\n{log}"
+    );
+    assert!(
+        !log.contains(OAUTH_CLIENT.1),
+        "the client secret is in the log"
+    );
+}
+
+/// OAUTHBEARER from a token file (`file://`, Kafka's FileJwtRetriever): `strait check`
+/// authenticates with it. A token the endpoint will not give, an expired token and one the
+/// broker refuses each end `run` with exit code 1, naming the reason.
+#[test]
+fn oauthbearer_tokens_from_a_file_work_and_bad_tokens_end_the_process_with_the_reason() {
+    let s = setup();
+    let endpoint = secured::TokenEndpoint::start(&s.ca, OAUTH_CLIENT, "kafka", 60);
+    let dir = tempfile::tempdir().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let token_file = |name: &str, claims: String| {
+        let file = dir.path().join(name);
+        std::fs::write(&file, secured::unsigned_token(&claims)).unwrap();
+        format!("file://{}", path(&file))
+    };
+    let good = token_file("good", format!(r#"{{"sub":"filed","exp":{}}}"#, now + 600));
+    let text = config(
+        s,
+        "none",
+        &s.source.sasl_ssl,
+        true,
+        &{
+            let mut lines = oauth_lines(&good, OAUTH_CLIENT);
+            lines.truncate(5);
+            lines
+        }
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>(),
+    );
+    let (_dir, file) = st::config_file("mm2.properties", &text);
+    let (code, out) = st::run_cli(&["check", st::arg(&file)]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("cluster source: reachable"), "{out}");
+
+    let topic = kafka::unique("oauth-fail");
+    kafka::create_topic(&s.source.cluster, &topic, 1, &[]);
+    let expired = token_file(
+        "expired",
+        format!(r#"{{"sub":"filed","exp":{}}}"#, now - 60),
+    );
+    let subjectless = token_file("subjectless", format!(r#"{{"exp":{}}}"#, now + 600));
+    let cases = [
+        (
+            "a wrong client secret",
+            oauth_lines(&endpoint.url, (OAUTH_CLIENT.0, "not-the-Secret")),
+            "the token endpoint answered HTTP 401",
+        ),
+        (
+            "an expired token",
+            oauth_lines(&expired, OAUTH_CLIENT),
+            "the token expired",
+        ),
+        (
+            "a token the broker refuses",
+            oauth_lines(&subjectless, OAUTH_CLIENT),
+            "SASL_AUTHENTICATION_FAILED",
+        ),
+    ];
+    for (what, lines, reason) in cases {
+        let mut lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        lines.push("request.timeout.ms = 10000");
+        let text = config(s, &topic, &s.source.sasl_ssl, true, &lines);
+        let mut strait =
+            Strait::start(&text, "properties").allow(&["SASL OAUTHBEARER authentication failed"]);
+        let status = strait.wait_exit(Duration::from_secs(60));
+        let log = strait.log_text();
+        assert_eq!(status.code(), Some(1), "{what}: {status}\n{log}");
+        let last = log.lines().last().unwrap_or_default();
+        assert!(
+            last.contains("SASL OAUTHBEARER authentication failed") && last.contains(reason),
+            "{what}: the last line does not give the reason `{reason}`:\n{log}"
+        );
+        assert!(
+            !log.contains("not-the-Secret"),
+            "{what}: the secret is in the log"
+        );
+    }
+}
+
 /// `strait check` authenticates with PLAIN and with SCRAM-SHA-256 over SASL_PLAINTEXT, the
 /// password kept out of the file by Kafka's FileConfigProvider.
 #[test]

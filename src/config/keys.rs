@@ -477,8 +477,8 @@ pub static KEYS: &[KeySpec] = &[
     )
     .toml("sasl_mechanism")
     .doc(
-        "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512. GSSAPI (Kafka's default) and OAUTHBEARER \
-             are refused: strait does not speak them yet.",
+        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER. GSSAPI (Kafka's default) is \
+             refused: strait does not speak Kerberos.",
     ),
     KeySpec::new(
         "sasl.jaas.config",
@@ -490,7 +490,76 @@ pub static KEYS: &[KeySpec] = &[
     .doc(
         "The login module and its options, as Kafka reads them: `...PlainLoginModule \
              required username=\"u\" password=\"p\";` for PLAIN, `...ScramLoginModule ...` \
-             for SCRAM. Never printed.",
+             for SCRAM, `...OAuthBearerLoginModule required;` for OAUTHBEARER (its \
+             `clientId`, `clientSecret`, `scope` and `extension_<name>` options are read). \
+             Never printed.",
+    ),
+    KeySpec::new(
+        "sasl.oauthbearer.token.endpoint.url",
+        Cluster,
+        "",
+        cluster!(sasl_oauthbearer_token_endpoint_url, parse_string),
+    )
+    .toml("sasl_oauthbearer_token_endpoint_url")
+    .doc(
+        "OAUTHBEARER: where tokens come from. `https://...`: the OAuth client credentials \
+             grant against this token endpoint (trusting the cluster's `ssl.truststore`, or \
+             the built-in public roots); `file:///path`: a file holding the token, read again \
+             at each login. A token is renewed when 80 % of its life has passed.",
+    ),
+    KeySpec::new(
+        "sasl.oauthbearer.client.credentials.client.id",
+        Cluster,
+        "",
+        cluster!(sasl_oauthbearer_client_credentials_client_id, parse_string),
+    )
+    .toml("sasl_oauthbearer_client_credentials_client_id")
+    .doc("OAUTHBEARER: the client id for the token endpoint (or the login module's `clientId`)."),
+    KeySpec::new(
+        "sasl.oauthbearer.client.credentials.client.secret",
+        Cluster,
+        "",
+        cluster!(
+            sasl_oauthbearer_client_credentials_client_secret,
+            parse_string
+        ),
+    )
+    .toml("sasl_oauthbearer_client_credentials_client_secret")
+    .doc(
+        "OAUTHBEARER: the client secret for the token endpoint (or the login module's \
+             `clientSecret`). Never printed.",
+    ),
+    KeySpec::new(
+        "sasl.oauthbearer.scope",
+        Cluster,
+        "",
+        cluster!(sasl_oauthbearer_scope, parse_string),
+    )
+    .toml("sasl_oauthbearer_scope")
+    .doc("OAUTHBEARER: the scope asked of the token endpoint (or the login module's `scope`)."),
+    KeySpec::new(
+        "sasl.login.callback.handler.class",
+        Cluster,
+        "",
+        cluster!(sasl_login_callback_handler_class, parse_string),
+    )
+    .toml("sasl_login_callback_handler_class")
+    .doc(
+        "Accepted as Kafka's clients need it for OAUTHBEARER: \
+             `org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler`. \
+             Any other class is an error: strait cannot run Java code.",
+    ),
+    KeySpec::new(
+        "sasl.oauthbearer.jwt.retriever.class",
+        Cluster,
+        "",
+        cluster!(sasl_oauthbearer_jwt_retriever_class, parse_string),
+    )
+    .toml("sasl_oauthbearer_jwt_retriever_class")
+    .doc(
+        "Accepted when it names what `sasl.oauthbearer.token.endpoint.url` does \
+             (`...ClientCredentialsJwtRetriever`, `...FileJwtRetriever`, \
+             `...DefaultJwtRetriever`); the JWT bearer grant is an error.",
     ),
     // --- flows: what to replicate ---
     KeySpec::new("enabled", Flow, "false", flow!(enabled, parse_bool))

@@ -46,12 +46,43 @@ pub struct ClusterConfig {
     pub sasl: Option<SaslConfig>,
 }
 
-/// Who strait authenticates as, and how (`sasl.mechanism`, `sasl.jaas.config`).
+/// Who strait authenticates as, and how (`sasl.mechanism`, `sasl.jaas.config`, and for
+/// OAUTHBEARER the `sasl.oauthbearer.*` keys).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SaslConfig {
     pub mechanism: SaslMechanism,
-    pub username: String,
-    pub password: Secret<String>,
+    pub credentials: SaslCredentials,
+}
+
+/// What strait proves its identity with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SaslCredentials {
+    /// PLAIN and SCRAM: a user name and its password.
+    Password {
+        username: String,
+        password: Secret<String>,
+    },
+    /// OAUTHBEARER: a bearer token, and the SASL extensions sent with it (the login
+    /// module's `extension_<name>` options).
+    Token {
+        source: TokenSource,
+        extensions: BTreeMap<String, String>,
+    },
+}
+
+/// Where OAUTHBEARER tokens come from (`sasl.oauthbearer.token.endpoint.url`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenSource {
+    /// `file://<path>`: the file holds the token (a JWT), read again whenever strait needs one.
+    File(std::path::PathBuf),
+    /// `https://...` (or `http://`): the OAuth 2 client credentials grant (RFC 6749 4.4).
+    ClientCredentials {
+        url: String,
+        client_id: String,
+        client_secret: Secret<String>,
+        /// `sasl.oauthbearer.scope`; `None`: no scope parameter.
+        scope: Option<String>,
+    },
 }
 
 /// A SASL mechanism strait speaks.
@@ -60,6 +91,7 @@ pub enum SaslMechanism {
     Plain,
     ScramSha256,
     ScramSha512,
+    OAuthBearer,
 }
 
 impl SaslMechanism {
@@ -69,6 +101,7 @@ impl SaslMechanism {
             SaslMechanism::Plain => "PLAIN",
             SaslMechanism::ScramSha256 => "SCRAM-SHA-256",
             SaslMechanism::ScramSha512 => "SCRAM-SHA-512",
+            SaslMechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 }

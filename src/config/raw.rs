@@ -123,6 +123,13 @@ pub(crate) struct RawCluster {
     pub sasl_mechanism: Option<Sourced<String>>,
     /// Holds a password: never printed (messages about it name the key only).
     pub sasl_jaas_config: Option<Sourced<String>>,
+    pub sasl_login_callback_handler_class: Option<Sourced<String>>,
+    pub sasl_oauthbearer_jwt_retriever_class: Option<Sourced<String>>,
+    pub sasl_oauthbearer_token_endpoint_url: Option<Sourced<String>>,
+    pub sasl_oauthbearer_client_credentials_client_id: Option<Sourced<String>>,
+    /// A secret: never printed.
+    pub sasl_oauthbearer_client_credentials_client_secret: Option<Sourced<String>>,
+    pub sasl_oauthbearer_scope: Option<Sourced<String>>,
     /// Flow settings from `<alias>.consumer.*` keys: apply to flows reading this cluster.
     #[serde(skip)]
     pub as_source: RawFlow,

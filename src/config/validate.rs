@@ -7,7 +7,7 @@
 //! numbers are in range, bootstrap servers are `host:port`. Errors name the key as written
 //! (`source->target.topics`) or the TOML path (`flows[0].topics`), with the line.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use regex::Regex;
 use rustls::pki_types::pem::PemObject;
@@ -15,8 +15,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::error::{ConfigError, ConfigWarning, WarningKind};
 use super::model::{
-    defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, SaslConfig, SaslMechanism,
-    Secret, TlsConfig, TlsVersion, TLS_CIPHER_SUITES,
+    defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, SaslConfig, SaslCredentials,
+    SaslMechanism, Secret, TlsConfig, TlsVersion, TokenSource, TLS_CIPHER_SUITES,
 };
 use super::raw::{Format, Origin, PolicyKind, Pos, RawCluster, RawConfig, RawFlow, Sourced};
 use super::toml::line_of;
@@ -86,6 +86,13 @@ fn check_host_port(s: &str) -> Result<(), String> {
 
 /// The login module of both SCRAM mechanisms.
 const SCRAM_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
+const OAUTH_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+/// The login callback handlers whose work strait does for OAUTHBEARER (the second is the name
+/// before Kafka 3.4).
+const OAUTH_LOGIN_HANDLERS: &[&str] = &[
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+];
 
 /// How to turn a JKS store into the PKCS12 store strait reads.
 const JKS_CONVERSION: &str = "a JKS store? convert it with `keytool -importkeystore \
@@ -381,10 +388,10 @@ impl<'a> Validator<'a> {
             return Ok(None);
         }
         let defaults = &self.raw.cluster_defaults;
-        let written = cluster
-            .sasl_mechanism
-            .as_ref()
-            .or(defaults.sasl_mechanism.as_ref());
+        let pick = |field: fn(&RawCluster) -> &Option<Sourced<String>>| {
+            field(cluster).as_ref().or(field(defaults).as_ref())
+        };
+        let written = pick(|c| &c.sasl_mechanism);
         let mechanism_path = self.cluster_path(alias, "sasl.mechanism", "sasl_mechanism");
         let (mechanism, module) = match written.map(|m| m.value.trim()).unwrap_or("GSSAPI") {
             "PLAIN" => (
@@ -393,13 +400,14 @@ impl<'a> Validator<'a> {
             ),
             "SCRAM-SHA-256" => (SaslMechanism::ScramSha256, SCRAM_MODULE),
             "SCRAM-SHA-512" => (SaslMechanism::ScramSha512, SCRAM_MODULE),
+            "OAUTHBEARER" => (SaslMechanism::OAuthBearer, OAUTH_MODULE),
             other => {
                 return Err(self.error(
                     written.map(|m| &m.origin),
                     &mechanism_path,
                     format!(
-                        "`{other}` is not supported{}: strait speaks PLAIN, SCRAM-SHA-256 and \
-                         SCRAM-SHA-512",
+                        "`{other}` is not supported{}: strait speaks PLAIN, SCRAM-SHA-256, \
+                         SCRAM-SHA-512 and OAUTHBEARER",
                         if written.is_none() {
                             " (Kafka's default; set sasl.mechanism)"
                         } else {
@@ -409,18 +417,20 @@ impl<'a> Validator<'a> {
                 ))
             }
         };
-        let jaas = cluster
-            .sasl_jaas_config
-            .as_ref()
-            .or(defaults.sasl_jaas_config.as_ref());
+        let jaas = pick(|c| &c.sasl_jaas_config);
         let jaas_path = self.cluster_path(alias, "sasl.jaas.config", "sasl_jaas_config");
         let Some(jaas) = jaas else {
             return Err(self.error(
                 written.map(|m| &m.origin),
                 &jaas_path,
                 format!(
-                    "{} needs sasl.jaas.config with a username and a password",
-                    mechanism.name()
+                    "{} needs sasl.jaas.config with {}",
+                    mechanism.name(),
+                    match mechanism {
+                        SaslMechanism::OAuthBearer =>
+                            "the login module ".to_string() + OAUTH_MODULE,
+                        _ => "a username and a password".to_string(),
+                    }
                 ),
             ));
         };
@@ -433,6 +443,13 @@ impl<'a> Validator<'a> {
                 entry.module
             )));
         }
+        if mechanism == SaslMechanism::OAuthBearer {
+            let credentials = self.oauth(alias, cluster, &mut entry.options, &invalid)?;
+            return Ok(Some(SaslConfig {
+                mechanism,
+                credentials,
+            }));
+        }
         let mut option = |name: &str| {
             entry
                 .options
@@ -441,9 +458,149 @@ impl<'a> Validator<'a> {
         };
         Ok(Some(SaslConfig {
             mechanism,
-            username: option("username")?,
-            password: Secret::new(option("password")?),
+            credentials: SaslCredentials::Password {
+                username: option("username")?,
+                password: Secret::new(option("password")?),
+            },
         }))
+    }
+
+    /// OAUTHBEARER's token source, from the `sasl.oauthbearer.*` keys and the login module's
+    /// options (the keys win, as in Kafka 4.1).
+    fn oauth(
+        &self,
+        alias: &str,
+        cluster: &RawCluster,
+        options: &mut BTreeMap<String, String>,
+        invalid: &dyn Fn(String) -> ConfigError,
+    ) -> Result<SaslCredentials, ConfigError> {
+        let defaults = &self.raw.cluster_defaults;
+        let pick = |field: fn(&RawCluster) -> &Option<Sourced<String>>| {
+            field(cluster).as_ref().or(field(defaults).as_ref())
+        };
+        if let Some(unsecured) = options.keys().find(|k| k.starts_with("unsecuredLogin")) {
+            return Err(invalid(format!(
+                "`{unsecured}` asks for Kafka's unsecured login, which makes up its own \
+                 unsigned token; strait gets tokens from sasl.oauthbearer.token.endpoint.url"
+            )));
+        }
+        let handler_path = self.cluster_path(
+            alias,
+            "sasl.login.callback.handler.class",
+            "sasl_login_callback_handler_class",
+        );
+        if let Some(handler) = pick(|c| &c.sasl_login_callback_handler_class) {
+            if !OAUTH_LOGIN_HANDLERS.contains(&handler.value.trim()) {
+                return Err(self.error(
+                    Some(&handler.origin),
+                    &handler_path,
+                    format!(
+                        "`{}` cannot run in strait, which runs no Java code; it does what \
+                         {} does",
+                        handler.value.trim(),
+                        OAUTH_LOGIN_HANDLERS[0]
+                    ),
+                ));
+            }
+        }
+        let url_path = self.cluster_path(
+            alias,
+            "sasl.oauthbearer.token.endpoint.url",
+            "sasl_oauthbearer_token_endpoint_url",
+        );
+        let Some(url) = pick(|c| &c.sasl_oauthbearer_token_endpoint_url) else {
+            return Err(self.error(
+                None,
+                &url_path,
+                "not set: OAUTHBEARER needs a token endpoint (`https://...`) or a token file \
+                 (`file:///...`)"
+                    .into(),
+            ));
+        };
+        let url_value = url.value.trim();
+        let retriever_path = self.cluster_path(
+            alias,
+            "sasl.oauthbearer.jwt.retriever.class",
+            "sasl_oauthbearer_jwt_retriever_class",
+        );
+        let file = url_value.strip_prefix("file://");
+        if let Some(retriever) = pick(|c| &c.sasl_oauthbearer_jwt_retriever_class) {
+            let class = retriever.value.trim();
+            let short = class.rsplit('.').next().unwrap_or(class);
+            let fits = match short {
+                "DefaultJwtRetriever" => true,
+                "FileJwtRetriever" => file.is_some(),
+                "ClientCredentialsJwtRetriever" => file.is_none(),
+                _ => false,
+            };
+            if !fits {
+                return Err(self.error(
+                    Some(&retriever.origin),
+                    &retriever_path,
+                    format!(
+                        "`{class}` is not what strait does with `{url_value}`: a file:// URL \
+                         is read as FileJwtRetriever does, an https:// one asked as \
+                         ClientCredentialsJwtRetriever does"
+                    ),
+                ));
+            }
+        }
+        let extensions = options
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("extension_")?.to_string(), v.clone())))
+            .collect();
+        if let Some(path) = file {
+            return Ok(SaslCredentials::Token {
+                source: TokenSource::File(path.into()),
+                extensions,
+            });
+        }
+        if !(url_value.starts_with("https://") || url_value.starts_with("http://")) {
+            return Err(self.error(
+                Some(&url.origin),
+                &url_path,
+                format!("`{url_value}` is neither an https:// nor a file:// URL"),
+            ));
+        }
+        let mut credential =
+            |key: fn(&RawCluster) -> &Option<Sourced<String>>, property: &str, option: &str| {
+                pick(key)
+                    .map(|v| v.value.clone())
+                    .or_else(|| options.remove(option))
+                    .ok_or_else(|| {
+                        self.error(
+                            None,
+                            &self.cluster_path(alias, property, &property.replace('.', "_")),
+                            format!(
+                                "not set (nor the login module's `{option}` option): the token \
+                             endpoint needs it"
+                            ),
+                        )
+                    })
+            };
+        let client_id = credential(
+            |c| &c.sasl_oauthbearer_client_credentials_client_id,
+            "sasl.oauthbearer.client.credentials.client.id",
+            "clientId",
+        )?;
+        let client_secret = credential(
+            |c| &c.sasl_oauthbearer_client_credentials_client_secret,
+            "sasl.oauthbearer.client.credentials.client.secret",
+            "clientSecret",
+        )?;
+        let scope = pick(|c| &c.sasl_oauthbearer_scope)
+            .map(|v| v.value.clone())
+            .or_else(|| options.remove("scope"))
+            .filter(|s| !s.trim().is_empty());
+        Ok(SaslCredentials::Token {
+            source: TokenSource::ClientCredentials {
+                url: url_value.to_string(),
+                client_id,
+                client_secret: Secret::new(client_secret),
+                scope,
+            },
+            extensions,
+        })
     }
 
     /// The TLS settings of cluster `alias`: `None` for PLAINTEXT. Reads the PEM files it names
@@ -1534,21 +1691,118 @@ mod tests {
         .unwrap();
         assert!(warnings.is_empty(), "{warnings:?}");
         let (source, target) = (&config.clusters["source"], &config.clusters["target"]);
-        let s = source.sasl.as_ref().unwrap();
+        let password = |c: &ClusterConfig| match &c.sasl.as_ref().unwrap().credentials {
+            SaslCredentials::Password { username, password } => {
+                (username.clone(), password.expose().clone())
+            }
+            other => panic!("{other:?}"),
+        };
         assert_eq!(
-            (s.mechanism, s.username.as_str()),
-            (SaslMechanism::ScramSha512, "alice")
+            source.sasl.as_ref().unwrap().mechanism,
+            SaslMechanism::ScramSha512
         );
-        assert_eq!(s.password.expose(), "pass-WORD-1");
+        assert_eq!(password(source), ("alice".into(), "pass-WORD-1".into()));
         assert!(source.tls.is_some());
-        let t = target.sasl.as_ref().unwrap();
         assert_eq!(
-            (t.mechanism, t.username.as_str()),
-            (SaslMechanism::Plain, "bob")
+            target.sasl.as_ref().unwrap().mechanism,
+            SaslMechanism::Plain
         );
+        assert_eq!(password(target), ("bob".into(), "pass-WORD-2".into()));
         assert!(target.tls.is_none());
         let debug = format!("{config:?}");
         assert!(!debug.contains("pass-WORD"), "{debug}");
+    }
+
+    #[test]
+    fn oauthbearer_takes_its_token_source_from_kafka_s_keys_or_the_login_module() {
+        let module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+        let (config, _) = sasl(&format!(
+            "security.protocol = SASL_SSL\n\
+             sasl.mechanism = OAUTHBEARER\n\
+             sasl.login.callback.handler.class = \
+             org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+             sasl.oauthbearer.token.endpoint.url = https://idp.example.com/token\n\
+             sasl.jaas.config = {module} required clientId=app clientSecret=\"sec-RET\" \
+             scope=kafka extension_traceId=7;\n\
+             target.sasl.oauthbearer.token.endpoint.url = file:///run/token\n\
+             target.sasl.oauthbearer.jwt.retriever.class = \
+             org.apache.kafka.common.security.oauthbearer.FileJwtRetriever\n"
+        ))
+        .unwrap();
+        let credentials = |alias: &str| config.clusters[alias].sasl.clone().unwrap().credentials;
+        match credentials("source") {
+            SaslCredentials::Token {
+                source:
+                    TokenSource::ClientCredentials {
+                        url,
+                        client_id,
+                        client_secret,
+                        scope,
+                    },
+                extensions,
+            } => {
+                assert_eq!(url, "https://idp.example.com/token");
+                assert_eq!(client_id, "app");
+                assert_eq!(client_secret.expose(), "sec-RET");
+                assert_eq!(scope.as_deref(), Some("kafka"));
+                assert_eq!(extensions["traceId"], "7");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            credentials("target"),
+            SaslCredentials::Token {
+                source: TokenSource::File("/run/token".into()),
+                extensions: [("traceId".to_string(), "7".to_string())].into(),
+            }
+        );
+        assert!(!format!("{config:?}").contains("sec-RET"));
+    }
+
+    #[test]
+    fn oauthbearer_settings_that_cannot_work_are_errors_naming_the_key() {
+        let module = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
+        let jaas = format!("sasl.jaas.config = {module} required;\n");
+        let url = "sasl.oauthbearer.token.endpoint.url = https://idp/token\n";
+        let cases = [
+            (jaas.clone(), "source.sasl.oauthbearer.token.endpoint.url: not set"),
+            (
+                format!("{jaas}{url}sasl.oauthbearer.client.credentials.client.id = a\n"),
+                "source.sasl.oauthbearer.client.credentials.client.secret: not set (nor the login module's `clientSecret`",
+            ),
+            (
+                format!("{jaas}sasl.oauthbearer.token.endpoint.url = ldap://x\n"),
+                "neither an https:// nor a file:// URL",
+            ),
+            (
+                format!("{module} required unsecuredLoginStringClaim_sub=alice;\n")
+                    .replace(module, &format!("sasl.jaas.config = {module}")),
+                "`unsecuredLoginStringClaim_sub` asks for Kafka's unsecured login",
+            ),
+            (
+                format!("{jaas}{url}sasl.login.callback.handler.class = com.example.MyHandler\n"),
+                "sasl.login.callback.handler.class: `com.example.MyHandler` cannot run in strait",
+            ),
+            (
+                format!("{jaas}{url}sasl.oauthbearer.jwt.retriever.class = org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever\n"),
+                "sasl.oauthbearer.jwt.retriever.class: `org.apache.kafka.common.security.oauthbearer.JwtBearerJwtRetriever` is not what strait does",
+            ),
+            (
+                "sasl.mechanism = OAUTHBEARER\n".to_string(),
+                "OAUTHBEARER needs sasl.jaas.config with the login module",
+            ),
+        ];
+        for (lines, expected) in cases {
+            let lines = if lines.contains("sasl.mechanism") {
+                lines
+            } else {
+                format!("sasl.mechanism = OAUTHBEARER\n{lines}")
+            };
+            let e = sasl(&format!("source.security.protocol = SASL_SSL\n{lines}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expected), "{expected}: {e}");
+        }
     }
 
     #[test]

@@ -116,9 +116,16 @@ impl Cluster {
         self
     }
 
-    /// Authenticates every connection dialled from now on with `sasl`.
+    /// Authenticates every connection dialled from now on with `sasl` (after
+    /// [`Cluster::with_tls`]: an OAUTHBEARER token endpoint is trusted as the brokers are).
     pub fn with_sasl(mut self, sasl: Option<SaslConfig>) -> Self {
-        self.dial.sasl = sasl;
+        self.dial.sasl = sasl.map(|config| {
+            Arc::new(super::sasl::Login::new(
+                config,
+                self.dial.tls.clone(),
+                self.timeout,
+            ))
+        });
         self
     }
 

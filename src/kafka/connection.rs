@@ -3,10 +3,16 @@
 //! reader task reads responses and hands each to its waiter by correlation id (rskafka's
 //! `Messenger`). Any I/O or framing failure poisons the connection: every waiter, present and
 //! future, gets the error, and the owner (`Cluster`) dials a new one.
+//!
+//! SASL messages take a lane of their own to the writer. When the broker gives the session a
+//! lifetime (KIP-368), a renewal task holds the request lane shortly before the session ends,
+//! runs the SASL exchange again on the authentication lane, and releases the requests queued
+//! meanwhile: the broker closes a connection whose session ended when a request arrives,
+//! and renewing in place keeps pipelined requests in order.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -23,7 +29,6 @@ use super::error::KafkaError;
 use super::sasl;
 use super::segments::Segments;
 use super::tls::{self, Tls};
-use crate::config::SaslConfig;
 
 type Waiter = oneshot::Sender<Result<Bytes, KafkaError>>;
 
@@ -48,6 +53,22 @@ impl Pending {
     }
 }
 
+/// What the SASL lane tells the writer.
+enum Auth {
+    /// Write no more requests until [`Auth::Release`].
+    Hold,
+    /// A SASL frame, written at once.
+    Frame(Segments),
+    Release,
+}
+
+/// Which lane to the writer a frame takes.
+#[derive(Clone, Copy)]
+enum Lane {
+    Requests,
+    Auth,
+}
+
 struct Inner {
     addr: String,
     client_id: StrBytes,
@@ -55,17 +76,20 @@ struct Inner {
     next_correlation: AtomicI32,
     pending: Arc<Mutex<Pending>>,
     outbox: mpsc::UnboundedSender<Segments>,
+    auth: mpsc::UnboundedSender<Auth>,
     /// The TLS version and cipher suite (`TLSv1_3 TLS13_AES_256_GCM_SHA384`); `None`:
     /// PLAINTEXT.
     tls: Option<String>,
     /// Broker-side version ranges by API key, from ApiVersions.
     versions: std::sync::OnceLock<HashMap<i16, VersionRange>>,
     tasks: [JoinHandle<()>; 2],
+    /// Renews the SASL session before the broker ends it, if the broker limits it.
+    renewal: OnceLock<JoinHandle<()>>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        for t in &self.tasks {
+        for t in self.tasks.iter().chain(self.renewal.get()) {
             t.abort();
         }
     }
@@ -97,7 +121,7 @@ pub struct Dial {
     /// TLS inside the connection; `None`: PLAINTEXT.
     pub tls: Option<Tls>,
     /// SASL authentication once API versions are known; `None`: none.
-    pub sasl: Option<SaslConfig>,
+    pub sasl: Option<Arc<sasl::Login>>,
 }
 
 /// A TCP connection to `addr` (`host:port`), trying each address it resolves to in turn.
@@ -149,10 +173,12 @@ impl Connection {
         stream.set_nodelay(true).map_err(io_err)?;
         let pending = Arc::new(Mutex::new(Pending::default()));
         let (outbox, rx) = mpsc::unbounded_channel::<Segments>();
+        let (auth, auth_rx) = mpsc::unbounded_channel::<Auth>();
+        let lanes = (rx, auth_rx);
         let (tasks, negotiated) = match &dial.tls {
             None => {
                 let (read, write) = stream.into_split();
-                (spawn_io(addr, read, write, &pending, rx), None)
+                (spawn_io(addr, read, write, &pending, lanes), None)
             }
             Some(tls) => {
                 let stream = tokio::time::timeout(timeout, tls.handshake(addr, stream))
@@ -174,7 +200,10 @@ impl Connection {
                         .unwrap_or(rustls::CipherSuite::Unknown(0)),
                 );
                 let (read, write) = tokio::io::split(stream);
-                (spawn_io(addr, read, write, &pending, rx), Some(negotiated))
+                (
+                    spawn_io(addr, read, write, &pending, lanes),
+                    Some(negotiated),
+                )
             }
         };
         let inner = Arc::new(Inner {
@@ -184,9 +213,11 @@ impl Connection {
             next_correlation: AtomicI32::new(1),
             pending,
             outbox,
+            auth,
             tls: negotiated,
-            versions: std::sync::OnceLock::new(),
+            versions: OnceLock::new(),
             tasks,
+            renewal: OnceLock::new(),
         });
         // TLS 1.3 finishes the handshake before the broker has checked strait's certificate:
         // a refusal arrives as an alert on the first read.
@@ -202,7 +233,10 @@ impl Connection {
         let _ = inner.versions.set(versions);
         let conn = Connection { inner };
         if let Some(sasl) = &dial.sasl {
-            sasl::authenticate(&conn, sasl).await?;
+            if let Some(lifetime) = sasl::authenticate(&conn, sasl).await? {
+                let task = tokio::spawn(renew(Arc::downgrade(&conn.inner), sasl.clone(), lifetime));
+                let _ = conn.inner.renewal.set(task);
+            }
         }
         Ok(conn)
     }
@@ -235,8 +269,17 @@ impl Connection {
     /// Queues `req` now, in call order, and returns the handle to await its response:
     /// what keeps pipelined Produce requests of one partition in sequence order.
     pub fn start<R: Request>(&self, req: &R) -> Result<InFlight<R>, KafkaError> {
+        self.start_on(Lane::Requests, req)
+    }
+
+    /// Sends a SASL request on the authentication lane, which a renewal does not hold.
+    pub(super) async fn send_auth<R: Request>(&self, req: &R) -> Result<R::Response, KafkaError> {
+        self.start_on(Lane::Auth, req)?.response().await
+    }
+
+    fn start_on<R: Request>(&self, lane: Lane, req: &R) -> Result<InFlight<R>, KafkaError> {
         let version = self.negotiated::<R>()?;
-        queue(&self.inner, version, |correlation, client_id| {
+        queue(&self.inner, lane, version, |correlation, client_id| {
             codec::encode_request(req, version, correlation, client_id).map(Segments::from)
         })
     }
@@ -249,13 +292,18 @@ impl Connection {
     ) -> Result<InFlight<R>, KafkaError> {
         let version = self.negotiated::<R>()?;
         let body = encode_body(version);
-        queue(&self.inner, version, |correlation, client_id| {
-            let header =
-                codec::encode_header::<R>(version, correlation, client_id, body.remaining())?;
-            let mut frame = Segments::from(header);
-            frame.append(body);
-            Ok(frame)
-        })
+        queue(
+            &self.inner,
+            Lane::Requests,
+            version,
+            |correlation, client_id| {
+                let header =
+                    codec::encode_header::<R>(version, correlation, client_id, body.remaining())?;
+                let mut frame = Segments::from(header);
+                frame.append(body);
+                Ok(frame)
+            },
+        )
     }
 
     fn negotiated<R: Request>(&self) -> Result<i16, KafkaError> {
@@ -320,6 +368,7 @@ impl<R: Request> InFlight<R> {
 /// control the order in which requests reach the broker).
 fn queue<R: Request>(
     inner: &Arc<Inner>,
+    lane: Lane,
     version: i16,
     encode: impl FnOnce(i32, &StrBytes) -> anyhow::Result<Segments>,
 ) -> Result<InFlight<R>, KafkaError> {
@@ -338,7 +387,11 @@ fn queue<R: Request>(
             reason: reason.clone(),
         });
     }
-    if inner.outbox.send(frame).is_err() {
+    let sent = match lane {
+        Lane::Requests => inner.outbox.send(frame).is_ok(),
+        Lane::Auth => inner.auth.send(Auth::Frame(frame)).is_ok(),
+    };
+    if !sent {
         return Err(KafkaError::Disconnected {
             addr: inner.addr.clone(),
             reason: "writer stopped".into(),
@@ -388,14 +441,18 @@ fn read_failed(e: &std::io::Error) -> String {
     }
 }
 
-/// Starts the writer task, which sends queued frames in order, and the reader task, which
-/// hands responses to their waiters; whichever fails first poisons the connection.
+/// Starts the writer task, which sends queued frames in order (SASL frames first; requests
+/// not while a renewal holds them), and the reader task, which hands responses to their
+/// waiters; whichever fails first poisons the connection.
 fn spawn_io<R, W>(
     addr: &str,
     mut read: R,
     mut write: W,
     pending: &Arc<Mutex<Pending>>,
-    mut rx: mpsc::UnboundedReceiver<Segments>,
+    (mut rx, mut auth): (
+        mpsc::UnboundedReceiver<Segments>,
+        mpsc::UnboundedReceiver<Auth>,
+    ),
 ) -> [JoinHandle<()>; 2]
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -405,14 +462,36 @@ where
         let pending = pending.clone();
         let addr = addr.to_string();
         tokio::spawn(async move {
-            while let Some(mut frames) = rx.recv().await {
-                // Whatever else is queued goes out in the same vectored writes.
-                while frames.segments() < WRITE_SEGMENTS {
-                    match rx.try_recv() {
-                        Ok(more) => frames.append(more),
-                        Err(_) => break,
-                    }
-                }
+            let mut held = false;
+            loop {
+                let mut frames = tokio::select! {
+                    biased;
+                    message = auth.recv() => match message {
+                        Some(Auth::Frame(frame)) => frame,
+                        Some(Auth::Hold) => {
+                            held = true;
+                            continue;
+                        }
+                        Some(Auth::Release) => {
+                            held = false;
+                            continue;
+                        }
+                        None => return,
+                    },
+                    frame = rx.recv(), if !held => match frame {
+                        Some(mut frames) => {
+                            // Whatever else is queued goes out in the same vectored writes.
+                            while frames.segments() < WRITE_SEGMENTS {
+                                match rx.try_recv() {
+                                    Ok(more) => frames.append(more),
+                                    Err(_) => break,
+                                }
+                            }
+                            frames
+                        }
+                        None => return,
+                    },
+                };
                 if let Err(e) = write.write_all_buf(&mut frames).await {
                     pending
                         .lock()
@@ -477,6 +556,58 @@ async fn read_loop(read: &mut (impl AsyncRead + Unpin), pending: &Mutex<Pending>
     }
 }
 
+/// Renews the SASL session of the connection `weak` points to before each lifetime the broker
+/// gives runs out, until the connection is gone or poisoned. A renewal that fails poisons the
+/// connection: its owner dials a new one, which authenticates afresh (and a refusal there is
+/// fatal, as at start-up).
+async fn renew(weak: Weak<Inner>, sasl: Arc<sasl::Login>, mut lifetime: Duration) {
+    loop {
+        tokio::time::sleep(renewal_delay(lifetime, rand::random())).await;
+        let Some(inner) = weak.upgrade() else { return };
+        let conn = Connection { inner };
+        if !conn.is_usable() {
+            return;
+        }
+        let started = std::time::Instant::now();
+        let _ = conn.inner.auth.send(Auth::Hold);
+        let renewed = sasl::authenticate(&conn, &sasl).await;
+        let _ = conn.inner.auth.send(Auth::Release);
+        match renewed {
+            Ok(next) => {
+                tracing::debug!(
+                    broker = conn.addr(),
+                    took_ms = started.elapsed().as_millis() as u64,
+                    lifetime_ms = next.map_or(0, |l| l.as_millis() as u64),
+                    "SASL session re-authenticated"
+                );
+                match next {
+                    Some(next) => lifetime = next,
+                    None => return,
+                }
+            }
+            Err(e) => {
+                conn.inner
+                    .pending
+                    .lock()
+                    .unwrap()
+                    .poison(conn.addr(), &format!("SASL re-authentication failed: {e}"));
+                return;
+            }
+        }
+    }
+}
+
+/// When to renew a session of `lifetime`, `r` in [0, 1) spreading renewals: like the Java
+/// clients between 85 % and 95 % of it, but at least a second before it ends, since requests
+/// written just before the renewal reach the broker only after those ahead of them (a Fetch
+/// may wait for data), and it closes the connection if one arrives after the session ended.
+fn renewal_delay(lifetime: Duration, r: f64) -> Duration {
+    lifetime
+        .mul_f64(0.85 + 0.1 * r.clamp(0.0, 1.0))
+        .min(lifetime.saturating_sub(Duration::from_secs(1)))
+        .max(lifetime / 2)
+}
+
 /// ApiVersions v3 first; a broker that does not speak it answers UNSUPPORTED_VERSION with
 /// its own range in a v0 body (KIP-511), and strait retries with that.
 async fn negotiate(inner: &Arc<Inner>) -> Result<HashMap<i16, VersionRange>, KafkaError> {
@@ -489,9 +620,10 @@ async fn negotiate(inner: &Arc<Inner>) -> Result<HashMap<i16, VersionRange>, Kaf
             codec::encode_request(request, version, correlation, client_id).map(Segments::from)
         }
     };
-    let mut response: ApiVersionsResponse = queue::<ApiVersionsRequest>(inner, 3, encode(3))?
-        .response()
-        .await?;
+    let mut response: ApiVersionsResponse =
+        queue::<ApiVersionsRequest>(inner, Lane::Requests, 3, encode(3))?
+            .response()
+            .await?;
     if response.error_code == 35 {
         let max = response
             .api_keys
@@ -499,7 +631,7 @@ async fn negotiate(inner: &Arc<Inner>) -> Result<HashMap<i16, VersionRange>, Kaf
             .find(|k| k.api_key == ApiKey::ApiVersions as i16)
             .map(|k| k.max_version.min(3))
             .unwrap_or(0);
-        response = queue::<ApiVersionsRequest>(inner, max, encode(max))?
+        response = queue::<ApiVersionsRequest>(inner, Lane::Requests, max, encode(max))?
             .response()
             .await?;
     }
@@ -583,6 +715,17 @@ mod tests {
         );
         assert!(took < Duration::from_secs(60), "gave up after {took:?}");
         drop(listener);
+    }
+
+    #[test]
+    fn a_session_is_renewed_before_it_ends_with_a_second_to_spare() {
+        let secs = |s: f64| Duration::from_secs_f64(s);
+        // An hour: between 85 % and 95 %, as the Java clients do.
+        assert_eq!(renewal_delay(secs(3600.0), 0.0), secs(3060.0));
+        assert_eq!(renewal_delay(secs(3600.0), 1.0), secs(3420.0));
+        // Short sessions keep a second to spare, and never renew in the first half.
+        assert_eq!(renewal_delay(secs(3.0), 0.5), secs(2.0));
+        assert_eq!(renewal_delay(secs(1.5), 0.5), secs(0.75));
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod error;
 pub mod fake_broker;
 pub mod groups;
 pub mod log_reader;
+mod oauth;
 pub mod produce_request;
 pub mod sasl;
 pub mod segments;

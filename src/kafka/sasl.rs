@@ -1,10 +1,19 @@
 //! SASL authentication of a broker connection (`security.protocol = SASL_PLAINTEXT` or
 //! `SASL_SSL`), as Kafka's clients do it: after ApiVersions, SaslHandshake names the
-//! mechanism and SaslAuthenticate carries its messages. PLAIN (RFC 4616) and SCRAM-SHA-256 /
-//! SCRAM-SHA-512 (RFC 5802, RFC 7677).
+//! mechanism and SaslAuthenticate carries its messages. PLAIN (RFC 4616), SCRAM-SHA-256 /
+//! SCRAM-SHA-512 (RFC 5802, RFC 7677) and OAUTHBEARER (RFC 7628, with tokens from
+//! [`oauth`](super::oauth)).
 //!
 //! A refusal is [`KafkaError::Auth`], which is not retried: a wrong password or a mechanism
 //! the broker does not enable does not mend itself.
+//!
+//! The broker may give the session a lifetime (KIP-368, `connections.max.reauth.ms`, or a
+//! token's expiry): it closes a connection that sends a request after it ends. The same
+//! exchange, run again on the live connection, renews the session
+//! ([`Connection`] does that in time).
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine;
@@ -18,10 +27,43 @@ use rand::distr::{Alphanumeric, SampleString};
 
 use super::connection::Connection;
 use super::error::KafkaError;
-use crate::config::{SaslConfig, SaslMechanism};
+use super::oauth::Tokens;
+use super::tls::Tls;
+use crate::config::{SaslConfig, SaslCredentials, SaslMechanism};
 
-/// Authenticates `conn` (ApiVersions done) as `sasl` says.
-pub async fn authenticate(conn: &Connection, sasl: &SaslConfig) -> Result<(), KafkaError> {
+/// How the connections to one cluster authenticate: the settings, and for OAUTHBEARER the
+/// tokens they share.
+pub struct Login {
+    config: SaslConfig,
+    tokens: Option<Tokens>,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Login({})", self.config.mechanism.name())
+    }
+}
+
+impl Login {
+    /// `tls` is the cluster's: an `https://` token endpoint is trusted as its brokers are.
+    pub fn new(config: SaslConfig, tls: Option<Tls>, timeout: Duration) -> Login {
+        let tokens = match &config.credentials {
+            SaslCredentials::Token { source, .. } => {
+                Some(Tokens::new(source.clone(), tls, timeout))
+            }
+            SaslCredentials::Password { .. } => None,
+        };
+        Login { config, tokens }
+    }
+}
+
+/// Authenticates `conn` (ApiVersions done) as `login` says, on the connection's
+/// authentication lane; returns the session's lifetime if the broker limits it.
+pub(super) async fn authenticate(
+    conn: &Connection,
+    login: &Login,
+) -> Result<Option<Duration>, KafkaError> {
+    let sasl = &login.config;
     let refused = |reason: String| KafkaError::Auth {
         addr: conn.addr().to_string(),
         mechanism: sasl.mechanism.name(),
@@ -29,7 +71,9 @@ pub async fn authenticate(conn: &Connection, sasl: &SaslConfig) -> Result<(), Ka
     };
     let mechanism = sasl.mechanism.name();
     let handshake = conn
-        .send(&SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)))
+        .send_auth(
+            &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism)),
+        )
         .await?;
     match handshake.error_code {
         0 => {}
@@ -42,10 +86,13 @@ pub async fn authenticate(conn: &Connection, sasl: &SaslConfig) -> Result<(), Ka
         }
         code => KafkaError::check("SaslHandshake", || conn.addr().to_string(), code)?,
     }
+    // The last SaslAuthenticate response carries the session's lifetime (0: unlimited).
+    let lifetime = &AtomicI64::new(0);
     let exchange = |bytes: Vec<u8>| async move {
         let response = conn
-            .send(&SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes)))
+            .send_auth(&SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(bytes)))
             .await?;
+        lifetime.store(response.session_lifetime_ms, Ordering::Relaxed);
         if response.error_code != 0 {
             let message = response
                 .error_message
@@ -60,20 +107,56 @@ pub async fn authenticate(conn: &Connection, sasl: &SaslConfig) -> Result<(), Ka
         }
         Ok(response.auth_bytes.to_vec())
     };
-    match sasl.mechanism {
-        SaslMechanism::Plain => {
-            exchange(plain(&sasl.username, sasl.password.expose())).await?;
+    match (&sasl.credentials, login.tokens.as_ref()) {
+        (SaslCredentials::Password { username, password }, _) => match sasl.mechanism {
+            SaslMechanism::Plain => {
+                exchange(plain(username, password.expose())).await?;
+            }
+            SaslMechanism::ScramSha256 => {
+                scram::<sha2::Sha256, _, _>(username, password.expose(), exchange, refused).await?
+            }
+            SaslMechanism::ScramSha512 => {
+                scram::<sha2::Sha512, _, _>(username, password.expose(), exchange, refused).await?
+            }
+            SaslMechanism::OAuthBearer => {
+                return Err(refused("OAUTHBEARER takes a token, not a password".into()))
+            }
+        },
+        (SaslCredentials::Token { extensions, .. }, Some(tokens)) => {
+            let token = tokens.token().await?;
+            let answer = exchange(bearer(&token, extensions)).await?;
+            if !answer.is_empty() {
+                // RFC 7628 3.2.3: the broker explains a refusal in JSON, the client
+                // acknowledges with %x01, and then the broker fails the exchange.
+                let explained = String::from_utf8_lossy(&answer).into_owned();
+                return Err(match exchange(vec![1]).await {
+                    Err(KafkaError::Auth { reason, .. }) => {
+                        refused(format!("{reason} (the broker says {explained})"))
+                    }
+                    Err(other) => other,
+                    Ok(_) => refused(format!("the broker refused the token: {explained}")),
+                });
+            }
         }
-        SaslMechanism::ScramSha256 => {
-            scram::<sha2::Sha256, _, _>(&sasl.username, sasl.password.expose(), exchange, refused)
-                .await?
-        }
-        SaslMechanism::ScramSha512 => {
-            scram::<sha2::Sha512, _, _>(&sasl.username, sasl.password.expose(), exchange, refused)
-                .await?
+        (SaslCredentials::Token { .. }, None) => {
+            return Err(refused("no token source".into()));
         }
     }
-    Ok(())
+    Ok(u64::try_from(lifetime.load(Ordering::Relaxed))
+        .ok()
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis))
+}
+
+/// OAUTHBEARER's client message (RFC 7628 3.1): no channel binding, no authorization id, the
+/// bearer token, then the SASL extensions (KIP-342), sorted by name.
+fn bearer(token: &str, extensions: &std::collections::BTreeMap<String, String>) -> Vec<u8> {
+    let mut out = format!("n,,\x01auth=Bearer {token}\x01");
+    for (name, value) in extensions {
+        out.push_str(&format!("{name}={value}\x01"));
+    }
+    out.push('\x01');
+    out.into_bytes()
 }
 
 /// PLAIN's one message: no authorization id, the user name, the password.
@@ -260,6 +343,21 @@ mod tests {
         ] {
             assert!(client.finish::<sha2::Sha256>("pw", bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn oauthbearer_sends_the_token_and_the_extensions_between_separators() {
+        let mut extensions = std::collections::BTreeMap::new();
+        assert_eq!(
+            bearer("h.p.s", &extensions),
+            b"n,,\x01auth=Bearer h.p.s\x01\x01"
+        );
+        extensions.insert("traceId".to_string(), "123".to_string());
+        extensions.insert("logicalCluster".to_string(), "lkc-1".to_string());
+        assert_eq!(
+            bearer("t", &extensions),
+            b"n,,\x01auth=Bearer t\x01logicalCluster=lkc-1\x01traceId=123\x01\x01"
+        );
     }
 
     #[test]

@@ -169,11 +169,18 @@ pub struct SecuredCluster {
     pub cluster: Cluster,
     /// `127.0.0.1:<port>` of the `SSL` listener.
     pub ssl: String,
-    /// `127.0.0.1:<port>` of the `SASL_SSL` listener: PLAIN, SCRAM-SHA-256 and -512.
+    /// `127.0.0.1:<port>` of the `SASL_SSL` listener: PLAIN, SCRAM-SHA-256 (sessions of
+    /// [`REAUTH_MS`]), -512 and OAUTHBEARER (unsigned tokens; sessions of at most
+    /// [`REAUTH_MS`]).
     pub sasl_ssl: String,
     /// `127.0.0.1:<port>` of the `SASL_PLAINTEXT` listener: PLAIN and SCRAM-SHA-256 only.
     pub sasl_plaintext: String,
 }
+
+/// How long a SCRAM-SHA-256 or OAUTHBEARER session on the `SASL_SSL` listener lasts before
+/// the client must re-authenticate (`connections.max.reauth.ms`); other mechanisms and
+/// listeners never expire.
+pub const REAUTH_MS: u64 = 3000;
 
 /// The PLAIN user every secured cluster knows, and its password.
 pub const PLAIN_USER: (&str, &str) = ("plainuser", "plain-Secret-1");
@@ -209,8 +216,18 @@ pub fn start_cluster(name: &str, ca: &Ca, client_auth: bool) -> SecuredCluster {
             "listener.name.ssl.ssl.client.auth={}",
             if client_auth { "required" } else { "none" }
         ),
-        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512".into(),
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER".into(),
+        // OAUTHBEARER with Kafka's unsecured validator (the default when no server callback
+        // handler is set): it checks a token's `sub` and `exp`, not a signature.
+        "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=\
+         org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+         unsecuredLoginStringClaim_sub=\"broker\";"
+            .into(),
+        format!("listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms={REAUTH_MS}"),
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256".into(),
+        // KIP-368: SCRAM-SHA-256 sessions on the SASL_SSL listener last 3 s; a client that
+        // sends a request after that has its connection closed.
+        format!("listener.name.sasl_ssl.scram-sha-256.connections.max.reauth.ms={REAUTH_MS}"),
     ];
     let (plain_user, plain_password) = PLAIN_USER;
     for listener in ["sasl_ssl", "sasl_plaintext"] {
@@ -274,4 +291,66 @@ fn add_scram_user(c: &Cluster) {
 
 pub fn path(p: &Path) -> &str {
     p.to_str().expect("temp dir path is UTF-8")
+}
+
+/// An OAuth token endpoint (`token_endpoint.py`) over HTTPS with a certificate of the test
+/// CA, handing out unsigned tokens that live `lifetime_s` to one client.
+pub struct TokenEndpoint {
+    child: std::process::Child,
+    /// `https://127.0.0.1:<port>/token`.
+    pub url: String,
+    issued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl TokenEndpoint {
+    pub fn start(ca: &Ca, client: (&str, &str), scope: &str, lifetime_s: u32) -> TokenEndpoint {
+        use std::io::BufRead;
+        let cert = ca.issue("token-endpoint", "IP:127.0.0.1");
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/common/token_endpoint.py"
+        );
+        let mut child = Command::new("python3")
+            .args([script, path(&cert), client.0, client.1, scope])
+            .arg(lifetime_s.to_string())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting the token endpoint (python3)");
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let port = lines
+            .next()
+            .and_then(Result::ok)
+            .expect("the token endpoint printed no port");
+        let issued = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = issued.clone();
+        std::thread::spawn(move || {
+            for _ in lines.map_while(Result::ok) {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        TokenEndpoint {
+            child,
+            url: format!("https://127.0.0.1:{}/token", port.trim()),
+            issued,
+        }
+    }
+
+    /// How many tokens it has handed out.
+    pub fn issued(&self) -> usize {
+        self.issued.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for TokenEndpoint {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An unsigned JWT as Kafka's unsecured validator takes it, with `claims` (JSON).
+pub fn unsigned_token(claims: &str) -> String {
+    use base64::Engine;
+    let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    format!("{}.{}.", b64(r#"{"alg":"none"}"#), b64(claims))
 }

@@ -255,6 +255,48 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Cluster,
+            "sasl.oauthbearer.token.endpoint.url",
+            "https://idp/token",
+            Some(r#"sasl_oauthbearer_token_endpoint_url = "https://idp/token""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "sasl.oauthbearer.client.credentials.client.id",
+            "app",
+            Some(r#"sasl_oauthbearer_client_credentials_client_id = "app""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "sasl.oauthbearer.client.credentials.client.secret",
+            "s",
+            Some(r#"sasl_oauthbearer_client_credentials_client_secret = "s""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "sasl.oauthbearer.scope",
+            "kafka",
+            Some(r#"sasl_oauthbearer_scope = "kafka""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "sasl.login.callback.handler.class",
+            "x",
+            Some(r#"sasl_login_callback_handler_class = "x""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
+            "sasl.oauthbearer.jwt.retriever.class",
+            "x",
+            Some(r#"sasl_oauthbearer_jwt_retriever_class = "x""#),
+            plaintext
+        ),
+        case!(
+            Cluster,
             "ssl.cipher.suites",
             "TLS_AES_256_GCM_SHA384",
             Some(r#"ssl_cipher_suites = ["TLS_AES_256_GCM_SHA384"]"#),
