@@ -127,6 +127,78 @@ fn replicates_over_tls_to_a_listener_that_requires_a_client_certificate() {
     replicate(s, &s.source.ssl, &[]);
 }
 
+/// MM2's client library reads what strait wrote over a secured connection too: a group that
+/// read 400 records on the source is translated by `RemoteClusterUtils.translateOffsets`
+/// over the target's mutual-TLS listener, from the checkpoints strait wrote over TLS.
+#[test]
+fn remote_cluster_utils_translates_offsets_over_mutual_tls() {
+    let s = setup();
+    let (source, target) = (&s.source.cluster, &s.target.cluster);
+    let topic = kafka::unique("tls-translate");
+    let group = kafka::unique("tls-group");
+    kafka::create_topic(source, &topic, 1, &[]);
+    kafka::produce(source, &["--topic", &topic, "--count", "1000"]);
+    assert_eq!(kafka::consume(source, &topic, &group, 400).len(), 400);
+
+    let text = config(
+        s,
+        &topic,
+        &s.source.ssl,
+        true,
+        &["emit.checkpoints.interval.seconds = 1"],
+    );
+    let mut strait = Strait::start(&text, "properties");
+    let remote = format!("source.{topic}");
+    st::wait_for_records(
+        &mut strait,
+        target,
+        &remote,
+        1,
+        1000,
+        Duration::from_secs(60),
+    );
+    let tls = [
+        "security.protocol=SSL".to_string(),
+        "ssl.truststore.type=PEM".to_string(),
+        format!("ssl.truststore.location={}", path(&s.ca.cert())),
+        "ssl.keystore.type=PEM".to_string(),
+        format!("ssl.keystore.location={}", path(&s.client)),
+    ];
+    let mm2_client = |cmd: &[&str]| {
+        let mut args = cmd.to_vec();
+        args.extend(["--bootstrap", s.target.ssl.as_str()]);
+        for p in &tls {
+            args.extend(["--property", p.as_str()]);
+        }
+        let out = kafka::tool("Mm2Client", &args);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let expected = format!("{remote}\t0\t400");
+    let translate = [
+        "translate",
+        "--source-alias",
+        "source",
+        "--group",
+        group.as_str(),
+    ];
+    strait.wait_until(
+        "RemoteClusterUtils to translate the group's offset over TLS",
+        Duration::from_secs(60),
+        || {
+            mm2_client(&translate)
+                .lines()
+                .any(|l| l == expected)
+                .then_some(())
+        },
+    );
+    let heartbeats = mm2_client(&["heartbeats"]);
+    assert!(
+        heartbeats.lines().any(|l| l == "heartbeats"),
+        "RemoteClusterUtils.heartbeatTopics over TLS: {heartbeats}"
+    );
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
 /// SASL_SSL with SCRAM-SHA-512 on the source, mutual TLS on the target; strait logs at debug
 /// level and never prints the password.
 #[test]
