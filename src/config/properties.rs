@@ -258,6 +258,17 @@ impl Parser<'_> {
 
     /// Applies one entry through its key spec: status warnings, then the setter.
     fn apply(&mut self, spec: &KeySpec, dest: Dest<'_>, e: &Entry) -> Result<(), ConfigError> {
+        self.apply_ranked(spec, dest, e, spec.rank())
+    }
+
+    /// [`Parser::apply`] with the precedence `rank` instead of the key's own.
+    fn apply_ranked(
+        &mut self,
+        spec: &KeySpec,
+        dest: Dest<'_>,
+        e: &Entry,
+        rank: u8,
+    ) -> Result<(), ConfigError> {
         let value = e.value.trim();
         match spec.status {
             Status::Deprecated(instead) => self.warn(
@@ -279,7 +290,7 @@ impl Parser<'_> {
         let origin = Origin {
             key: e.key.clone(),
             pos: Pos::Line(e.line),
-            rank: spec.rank(),
+            rank,
         };
         let result = match (spec.set, dest) {
             (Setter::Parser, _) => Ok(()),
@@ -328,6 +339,23 @@ impl Parser<'_> {
         };
         self.warn(e, kind, message);
     }
+}
+
+/// MM2's client roles: `<alias>.consumer.`, `.producer.` and `.admin.` settings override
+/// `<alias>.` ones for that client.
+const ROLES: &[&str] = &["consumer.", "producer.", "admin."];
+
+/// Precedence of a role's security setting: above any spelling of the cluster's own key.
+const ROLE_RANK: u8 = 3;
+
+/// The cluster key of a security setting written for one client role
+/// (`consumer.ssl.truststore.location`); `None` for anything else.
+fn role_security_key(setting: &str) -> Option<&'static KeySpec> {
+    let role = ROLES.iter().find(|r| setting.starts_with(*r))?;
+    let key = &setting[role.len()..];
+    let security =
+        key == "security.protocol" || key.starts_with("ssl.") || key.starts_with("sasl.");
+    find_key(Scope::Cluster, key).filter(|_| security)
 }
 
 /// The alias `key` starts with (followed by `.`); the longest one if several do.
@@ -437,6 +465,8 @@ pub(crate) fn parse(
 
     let mut flows: Vec<RawFlow> = Vec::new();
     let mut flow_index: HashMap<(String, String), usize> = HashMap::new();
+    // Security settings written for one client role: (alias, key) -> the entry.
+    let mut role_settings: HashMap<(String, &str), &Entry> = HashMap::new();
     for e in entries {
         let key = e.key.as_str();
         if key == "clusters" {
@@ -470,7 +500,27 @@ pub(crate) fn parse(
             }
         } else if let Some((alias, setting)) = alias_prefix(key, &aliases) {
             let cluster = raw.clusters.get_mut(alias).expect("declared alias");
-            if let Some(spec) = find_key(Scope::Cluster, setting) {
+            if let Some(spec) = role_security_key(setting) {
+                // MM2 lets each client of a cluster connect its own way; strait has one set
+                // of connections per cluster, so a role's security setting is the cluster's,
+                // and roles that disagree cannot all be honoured.
+                let seen = role_settings
+                    .entry((alias.to_string(), spec.name))
+                    .or_insert(e);
+                if seen.value.trim() != e.value.trim() {
+                    return Err(p.invalid(
+                        e,
+                        format!(
+                            "differs from `{}` (line {}): strait has one set of connections \
+                             per cluster, shared by what MM2 splits into consumer, producer \
+                             and admin clients; give them the same value, or set \
+                             `{alias}.{}` once",
+                            seen.key, seen.line, spec.name
+                        ),
+                    ));
+                }
+                p.apply_ranked(spec, Dest::Cluster(cluster), e, ROLE_RANK)?;
+            } else if let Some(spec) = find_key(Scope::Cluster, setting) {
                 p.apply(spec, Dest::Cluster(cluster), e)?;
             } else if let Some(spec) = find_key(Scope::SourceCluster, setting) {
                 p.apply(spec, Dest::Flow(&mut cluster.as_source), e)?;
@@ -550,6 +600,58 @@ mod tests {
 
     fn one(key: &str, value: &str, line: usize) -> (String, String, usize) {
         (key.to_string(), value.to_string(), line)
+    }
+
+    /// MM2's `<alias>.consumer.` / `.producer.` / `.admin.` security settings: the cluster's,
+    /// over `<alias>.` and top-level ones; roles that disagree are an error naming both lines.
+    #[test]
+    fn security_settings_of_client_roles_are_the_cluster_s_unless_they_disagree() {
+        let base = "clusters = source, target\n\
+                    source.bootstrap.servers = 127.0.0.1:9092\n\
+                    target.bootstrap.servers = 127.0.0.1:9093\n\
+                    source->target.enabled = true\n\
+                    ssl.endpoint.identification.algorithm = https\n";
+        let (config, warnings) = parse_properties(
+            &format!(
+                "{base}source.consumer.security.protocol = SSL\n\
+                 source.producer.security.protocol = SSL\n\
+                 source.admin.security.protocol = SSL\n\
+                 source.ssl.endpoint.identification.algorithm = https\n\
+                 source.consumer.ssl.endpoint.identification.algorithm =\n\
+                 source.producer.ssl.endpoint.identification.algorithm =\n"
+            ),
+            "mm2.properties",
+        )
+        .unwrap();
+        let tls = config.clusters["source"]
+            .tls
+            .as_ref()
+            .expect("TLS from the roles");
+        assert!(
+            !tls.verify_hostname,
+            "the roles' setting wins over `source.`"
+        );
+        assert!(config.clusters["target"].tls.is_none());
+        assert!(
+            warnings.iter().all(|w| !w.key.contains(".consumer.")),
+            "{warnings:?}"
+        );
+        let e = parse_properties(
+            &format!(
+                "{base}source.consumer.security.protocol = SSL\n\
+                 source.producer.security.protocol = SASL_SSL\n"
+            ),
+            "mm2.properties",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with(
+                "mm2.properties:7: source.producer.security.protocol: differs from \
+                           `source.consumer.security.protocol` (line 6)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
