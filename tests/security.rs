@@ -127,6 +127,185 @@ fn replicates_over_tls_to_a_listener_that_requires_a_client_certificate() {
     replicate(s, &s.source.ssl, &[]);
 }
 
+/// Both clusters enforce ACLs, and strait logs in as a user that is no super user. With the
+/// ACLs MM2 needs (docs/security.md lists them), strait replicates and syncs the group, and
+/// skips a group it may list but not read; with READ on a source topic withheld, or WRITE on
+/// a remote topic denied, strait says what it lacks: the operation and the resource.
+#[test]
+fn with_the_acls_mm2_needs_strait_works_and_a_missing_one_is_named() {
+    let s = setup();
+    let (source, target) = (&s.source.cluster, &s.target.cluster);
+    let (user, password) = secured::MIRROR_USER;
+    let principal = format!("User:{user}");
+    let topic = kafka::unique("acl");
+    let group = kafka::unique("acl-group");
+    kafka::create_topic(source, &topic, 2, &[]);
+    kafka::produce(source, &["--topic", &topic, "--count", "1000"]);
+    assert_eq!(kafka::consume(source, &topic, &group, 300).len(), 300);
+    // A group the user may list (DESCRIBE on the cluster) but not read: it is skipped, with
+    // one warning, and the others are checkpointed all the same.
+    let hidden = kafka::unique("acl-hidden");
+    assert_eq!(kafka::consume(source, &topic, &hidden, 100).len(), 100);
+
+    let grant = |c, resource, name: &str, prefixed, ops: &[&str]| {
+        secured::grant(c, &principal, resource, name, prefixed, ops)
+    };
+    // The source: read the topics and the groups' offsets, describe ACLs, keep offset syncs.
+    grant(
+        source,
+        "--topic",
+        &topic,
+        false,
+        &["Read", "Describe", "DescribeConfigs"],
+    );
+    grant(source, "--group", &group, false, &["Describe"]);
+    grant(source, "--cluster", "", false, &["Describe"]);
+    grant(
+        source,
+        "--topic",
+        "mm2-offset-syncs.target.internal",
+        false,
+        &["Create", "Describe", "Read", "Write"],
+    );
+    // The target: the remote topics and checkpoints (`source.`), heartbeats, strait's
+    // progress, the group's offsets, ACL sync, and the fencing transactional id.
+    let all_topic_ops = [
+        "Create",
+        "Describe",
+        "Read",
+        "Write",
+        "Alter",
+        "AlterConfigs",
+        "DescribeConfigs",
+    ];
+    grant(target, "--topic", "source.", true, &all_topic_ops);
+    grant(
+        target,
+        "--topic",
+        "heartbeats",
+        false,
+        &["Create", "Describe", "Read", "Write"],
+    );
+    grant(
+        target,
+        "--topic",
+        "strait-progress.source.internal",
+        false,
+        &["Create", "Describe", "Read", "Write"],
+    );
+    grant(target, "--group", &group, false, &["Read", "Describe"]);
+    grant(target, "--cluster", "", false, &["Describe", "Alter"]);
+    grant(
+        target,
+        "--transactional-id",
+        "strait-source->target-",
+        true,
+        &["Write", "Describe"],
+    );
+
+    let jaas = format!(
+        "sasl.jaas.config = org.apache.kafka.common.security.scram.ScramLoginModule \
+         required username=\"{user}\" password=\"{password}\";"
+    );
+    let lines = [
+        "source.security.protocol = SASL_SSL",
+        "target.security.protocol = SASL_SSL",
+        "sasl.mechanism = SCRAM-SHA-512",
+        &jaas,
+        "emit.checkpoints.interval.seconds = 1",
+        "sync.group.offsets.enabled = true",
+        "sync.group.offsets.interval.seconds = 1",
+    ];
+    let acl_config = |topics: &str| {
+        config(s, topics, &s.source.sasl_ssl, false, &lines).replace(
+            &format!("target.bootstrap.servers = {}", s.target.ssl),
+            &format!("target.bootstrap.servers = {}", s.target.sasl_ssl),
+        )
+    };
+    let mut strait = Strait::start(&acl_config(&topic), "properties").allow(&["group skipped"]);
+    let remote = format!("source.{topic}");
+    st::wait_for_records(
+        &mut strait,
+        target,
+        &remote,
+        2,
+        1000,
+        Duration::from_secs(60),
+    );
+    strait.wait_until(
+        "the group's offsets synced to the target",
+        Duration::from_secs(60),
+        || {
+            let synced: i64 = kafka::committed_offsets(target, &group)
+                .iter()
+                .map(|(_, _, o)| o)
+                .sum();
+            (synced == 300).then_some(())
+        },
+    );
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+    let log = strait.log_text();
+    let skipped: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("group skipped"))
+        .collect();
+    let about_hidden: Vec<&&str> = skipped.iter().filter(|l| l.contains(&hidden)).collect();
+    assert_eq!(about_hidden.len(), 1, "one warning about {hidden}:\n{log}");
+    assert!(
+        about_hidden[0].contains("do not allow strait's principal DESCRIBE on the group"),
+        "{}",
+        about_hidden[0]
+    );
+
+    // One ACL missing at a time: READ on a source topic (DESCRIBE only), WRITE on a remote
+    // topic (denied). strait stops the partition and says which ACL is missing where.
+    let unreadable = kafka::unique("acl-noread");
+    let unwritable = kafka::unique("acl-nowrite");
+    for t in [&unreadable, &unwritable] {
+        kafka::create_topic(source, t, 1, &[]);
+        kafka::produce(source, &["--topic", t, "--count", "10"]);
+    }
+    grant(
+        source,
+        "--topic",
+        &unreadable,
+        false,
+        &["Describe", "DescribeConfigs"],
+    );
+    grant(
+        source,
+        "--topic",
+        &unwritable,
+        false,
+        &["Read", "Describe", "DescribeConfigs"],
+    );
+    secured::deny(
+        target,
+        &principal,
+        "--topic",
+        &format!("source.{unwritable}"),
+        &["Write"],
+    );
+    for (t, expected) in [
+        (&unreadable, format!("Fetch for {unreadable}-0")),
+        (&unwritable, format!("Produce for source.{unwritable}-0")),
+    ] {
+        let operation = if t == &unreadable { "READ" } else { "WRITE" };
+        let mut strait = Strait::start(&acl_config(t), "properties")
+            .allow(&["partition stopped", "group skipped"]);
+        let line = strait.wait_for_log_line(Duration::from_secs(60), |l| {
+            l.contains("partition stopped") && l.contains(&expected)
+        });
+        assert!(
+            line.contains(&format!(
+                "Kafka error TopicAuthorizationFailed (29): the broker's ACLs do not allow \
+                 strait's principal {operation} on the topic"
+            )),
+            "{line}"
+        );
+    }
+}
+
 /// MM2's client library reads what strait wrote over a secured connection too: a group that
 /// read 400 records on the source is translated by `RemoteClusterUtils.translateOffsets`
 /// over the target's mutual-TLS listener, from the checkpoints strait wrote over TLS.

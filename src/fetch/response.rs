@@ -496,7 +496,8 @@ mod tests {
         assert_eq!(
             error.to_string(),
             format!(
-                "Fetch for fetch-none-small-0: Kafka error {} (29)",
+                "Fetch for fetch-none-small-0: Kafka error {} (29): the broker's ACLs do not \
+                 allow strait's principal READ on the topic",
                 ResponseError::TopicAuthorizationFailed
             )
         );

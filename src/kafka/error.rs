@@ -41,7 +41,7 @@ pub enum KafkaError {
     },
     #[error("{addr}: broker supports no version of {api} that strait speaks")]
     UnsupportedApi { addr: String, api: &'static str },
-    #[error("{api} for {context}: Kafka error {code} ({})", code.code())]
+    #[error("{api} for {context}: Kafka error {code} ({}){}", code.code(), acl_hint(api, *code))]
     Broker {
         api: &'static str,
         context: String,
@@ -65,6 +65,51 @@ pub enum KafkaError {
     },
     #[error("{0}")]
     Other(String),
+}
+
+/// For an authorization failure, the ACL strait's principal lacks: the operation Kafka checks
+/// for `api` on the resource the code names (Kafka's `docs/security` authorization table).
+fn acl_hint(api: &str, code: ResponseError) -> String {
+    let (operation, resource) = match (code, api) {
+        (ResponseError::TopicAuthorizationFailed, _) => (
+            match api {
+                "Fetch" | "OffsetCommit" => "READ",
+                "Produce" => "WRITE",
+                "CreateTopics" => "CREATE",
+                "CreatePartitions" => "ALTER",
+                "DescribeConfigs" => "DESCRIBE_CONFIGS",
+                "IncrementalAlterConfigs" => "ALTER_CONFIGS",
+                _ => "DESCRIBE",
+            },
+            "the topic",
+        ),
+        (ResponseError::GroupAuthorizationFailed, _) => (
+            match api {
+                "OffsetCommit" => "READ",
+                _ => "DESCRIBE",
+            },
+            "the group",
+        ),
+        (ResponseError::ClusterAuthorizationFailed, _) => (
+            match api {
+                "CreateAcls" | "CreatePartitions" => "ALTER",
+                "CreateTopics" => "CREATE",
+                "InitProducerId" | "Produce" => "IDEMPOTENT_WRITE",
+                "IncrementalAlterConfigs" => "ALTER_CONFIGS",
+                _ => "DESCRIBE",
+            },
+            "the cluster",
+        ),
+        (ResponseError::TransactionalIdAuthorizationFailed, _) => (
+            match api {
+                "FindCoordinator" => "DESCRIBE",
+                _ => "WRITE",
+            },
+            "the transactional id",
+        ),
+        _ => return String::new(),
+    };
+    format!(": the broker's ACLs do not allow strait's principal {operation} on {resource}")
 }
 
 impl KafkaError {
@@ -94,5 +139,46 @@ impl KafkaError {
                 code,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_authorization_failure_names_the_operation_and_the_resource() {
+        let refused = |api, code| {
+            KafkaError::Broker {
+                api,
+                context: "orders-0".into(),
+                code,
+            }
+            .to_string()
+        };
+        assert_eq!(
+            refused("Fetch", ResponseError::TopicAuthorizationFailed),
+            "Fetch for orders-0: Kafka error TopicAuthorizationFailed (29): the broker's ACLs do \
+             not allow strait's principal READ on the topic"
+        );
+        assert!(refused("Produce", ResponseError::TopicAuthorizationFailed)
+            .ends_with("WRITE on the topic"));
+        assert!(
+            refused("OffsetCommit", ResponseError::GroupAuthorizationFailed)
+                .ends_with("READ on the group")
+        );
+        assert!(
+            refused("CreateAcls", ResponseError::ClusterAuthorizationFailed)
+                .ends_with("ALTER on the cluster")
+        );
+        assert!(refused(
+            "InitProducerId",
+            ResponseError::TransactionalIdAuthorizationFailed
+        )
+        .ends_with("WRITE on the transactional id"));
+        assert_eq!(
+            refused("Fetch", ResponseError::NotLeaderOrFollower),
+            "Fetch for orders-0: Kafka error NotLeaderOrFollower (6)"
+        );
     }
 }

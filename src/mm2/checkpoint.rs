@@ -8,7 +8,7 @@
 //! translated offsets are also committed for groups that are empty (or absent) on the
 //! target, only ever moving them forward.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,7 +53,9 @@ pub async fn run(
         tp: TopicPartition::new(topic.as_str(), 0),
         emitted: HashMap::new(),
         batch_bytes: MAX_BATCH_BYTES,
+        refused: HashSet::new(),
     };
+    let mut refused_on_target = HashSet::new();
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut sync_tick = tokio::time::interval(
@@ -73,7 +75,7 @@ pub async fn run(
             },
             _ = sync_tick.tick(), if config.sync_group_offsets.is_some() => tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
-                synced = sync_groups(&target, emitter.emitted.values()) => if let Err(e) = synced {
+                synced = sync_groups(&target, emitter.emitted.values(), &mut refused_on_target) => if let Err(e) = synced {
                     tracing::warn!(error = %e, "group offset sync failed; retrying at the next interval");
                 }
             },
@@ -87,6 +89,8 @@ struct Emitter {
     tp: TopicPartition,
     emitted: HashMap<(String, TopicPartition), Checkpoint>,
     batch_bytes: usize,
+    /// Source groups the broker's ACLs keep strait from reading (said once each).
+    refused: HashSet<String>,
 }
 
 impl Emitter {
@@ -99,7 +103,7 @@ impl Emitter {
         target: &Cluster,
         translations: &Translations,
     ) {
-        let all = match checkpoints(config, source, translations).await {
+        let all = match checkpoints(config, source, translations, &mut self.refused).await {
             Ok(all) => all,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read source consumer groups");
@@ -180,13 +184,18 @@ async fn checkpoints(
     config: &CheckpointConfig,
     source: &Cluster,
     translations: &Translations,
+    refused: &mut HashSet<String>,
 ) -> Result<Vec<Checkpoint>, KafkaError> {
     let mut out = Vec::new();
     for listing in groups::list(source).await? {
         if !config.groups.matches(&listing.group_id) {
             continue;
         }
-        let committed = groups::committed(source, &listing.group_id).await?;
+        let committed = match groups::committed(source, &listing.group_id).await {
+            Ok(committed) => committed,
+            Err(e) if skip_refused(&e, &listing.group_id, source, refused) => continue,
+            Err(e) => return Err(e),
+        };
         let maps = translations.lock().unwrap();
         for (tp, Committed { offset, metadata }) in committed {
             // Only offsets strait has replicated up to translate exactly: a group ahead of
@@ -223,11 +232,34 @@ async fn checkpoints(
     Ok(out)
 }
 
+/// Whether `e` is the broker's ACLs refusing `group`: then that group is skipped and the others
+/// go on (a principal allowed to list every group may still not read each one). The first
+/// refusal of each group is a warning naming the ACL that is missing.
+fn skip_refused(
+    e: &KafkaError,
+    group: &str,
+    cluster: &Cluster,
+    refused: &mut HashSet<String>,
+) -> bool {
+    let KafkaError::Broker {
+        code: ResponseError::GroupAuthorizationFailed,
+        ..
+    } = e
+    else {
+        return false;
+    };
+    if refused.insert(group.to_string()) {
+        tracing::warn!(cluster = cluster.alias(), %group, error = %e, "group skipped: the ACLs keep strait from its offsets");
+    }
+    true
+}
+
 /// Commits checkpointed offsets on the target for groups with no active members there,
 /// never moving a group's offset backwards.
 async fn sync_groups<'a>(
     target: &Cluster,
     checkpoints: impl Iterator<Item = &'a Checkpoint>,
+    refused: &mut HashSet<String>,
 ) -> Result<(), KafkaError> {
     let mut by_group: BTreeMap<&str, Vec<&Checkpoint>> = BTreeMap::new();
     for c in checkpoints {
@@ -252,7 +284,11 @@ async fn sync_groups<'a>(
                 continue;
             }
         }
-        let current = groups::committed(target, group).await?;
+        let current = match groups::committed(target, group).await {
+            Ok(current) => current,
+            Err(e) if skip_refused(&e, group, target, refused) => continue,
+            Err(e) => return Err(e),
+        };
         let forward: Vec<(TopicPartition, Committed)> = checkpoints
             .iter()
             .filter(|c| {
@@ -273,7 +309,10 @@ async fn sync_groups<'a>(
         if forward.is_empty() {
             continue;
         }
-        groups::commit(target, group, &forward).await?;
+        match groups::commit(target, group, &forward).await {
+            Err(e) if skip_refused(&e, group, target, refused) => continue,
+            committed => committed?,
+        }
         tracing::info!(%group, partitions = forward.len(), "group offsets synced to the target");
     }
     Ok(())

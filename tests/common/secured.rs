@@ -186,10 +186,17 @@ pub const REAUTH_MS: u64 = 3000;
 pub const PLAIN_USER: (&str, &str) = ("plainuser", "plain-Secret-1");
 /// The SCRAM user (SHA-256 and SHA-512), and its password.
 pub const SCRAM_USER: (&str, &str) = ("scramuser", "scram-Secret-2");
+/// A SCRAM user that is no super user: it may do only what ACLs allow.
+pub const MIRROR_USER: (&str, &str) = ("mirror", "mirror-Secret-6");
+/// The principals that may do anything: the PLAINTEXT listener's (the Java tools'), the
+/// client certificate's, and the users and token subjects the other tests log in as.
+const SUPER_USERS: &str = "User:ANONYMOUS;User:CN=strait-client;User:scramuser;\
+                           User:plainuser;User:strait-app;User:filed";
 
 /// Starts cluster `name` whose TLS listeners present a certificate of `ca` for
 /// `IP:127.0.0.1`; with `client_auth`, its `SSL` listener requires a client certificate
-/// signed by `ca`. The SCRAM user exists once this returns.
+/// signed by `ca`. ACLs are enforced for all but the super users. The SCRAM users exist once
+/// this returns.
 pub fn start_cluster(name: &str, ca: &Ca, client_auth: bool) -> SecuredCluster {
     let port = free_port_pair();
     let (ssl, sasl_ssl, sasl_plaintext) = (free_port(), free_port(), free_port());
@@ -217,6 +224,9 @@ pub fn start_cluster(name: &str, ca: &Ca, client_auth: bool) -> SecuredCluster {
             if client_auth { "required" } else { "none" }
         ),
         "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER".into(),
+        // ACLs are enforced: MIRROR_USER gets only what a test grants it.
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer".into(),
+        format!("super.users={SUPER_USERS}"),
         // OAUTHBEARER with Kafka's unsecured validator (the default when no server callback
         // handler is set): it checks a token's `sub` and `exp`, not a signature.
         "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=\
@@ -245,7 +255,8 @@ pub fn start_cluster(name: &str, ca: &Ca, client_auth: bool) -> SecuredCluster {
     }
     let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
     let cluster = Cluster::start_on(name, port, &settings);
-    add_scram_user(&cluster);
+    add_scram_user(&cluster, SCRAM_USER);
+    add_scram_user(&cluster, MIRROR_USER);
     SecuredCluster {
         cluster,
         ssl: format!("127.0.0.1:{ssl}"),
@@ -254,10 +265,9 @@ pub fn start_cluster(name: &str, ca: &Ca, client_auth: bool) -> SecuredCluster {
     }
 }
 
-/// Creates [`SCRAM_USER`] with Kafka's own ConfigCommand and waits until the broker lists
-/// both of its credentials.
-fn add_scram_user(c: &Cluster) {
-    let (user, password) = SCRAM_USER;
+/// Creates a SCRAM user with Kafka's own ConfigCommand and waits until the broker lists both
+/// of its credentials.
+fn add_scram_user(c: &Cluster, (user, password): (&str, &str)) {
     let base = [
         "--bootstrap-server",
         c.bootstrap.as_str(),
@@ -353,4 +363,74 @@ pub fn unsigned_token(claims: &str) -> String {
     use base64::Engine;
     let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
     format!("{}.{}.", b64(r#"{"alg":"none"}"#), b64(claims))
+}
+
+/// Grants `principal` (`User:mirror`) the operations on one resource with Kafka's own
+/// AclCommand: `resource` is AclCommand's selector (`--topic`, `--group`, `--cluster`,
+/// `--transactional-id`), `name` its value (ignored for `--cluster`), matched as a prefix if
+/// `prefixed`.
+pub fn grant(
+    c: &Cluster,
+    principal: &str,
+    resource: &str,
+    name: &str,
+    prefixed: bool,
+    operations: &[&str],
+) {
+    acl(
+        c,
+        "--allow-principal",
+        principal,
+        resource,
+        name,
+        prefixed,
+        operations,
+    );
+}
+
+/// Like [`grant`], a DENY: it wins over any ALLOW.
+pub fn deny(c: &Cluster, principal: &str, resource: &str, name: &str, operations: &[&str]) {
+    acl(
+        c,
+        "--deny-principal",
+        principal,
+        resource,
+        name,
+        false,
+        operations,
+    );
+}
+
+fn acl(
+    c: &Cluster,
+    permission: &str,
+    principal: &str,
+    resource: &str,
+    name: &str,
+    prefixed: bool,
+    operations: &[&str],
+) {
+    let mut args = vec![
+        "--bootstrap-server",
+        c.bootstrap.as_str(),
+        "--add",
+        permission,
+        principal,
+        resource,
+    ];
+    if resource != "--cluster" {
+        args.push(name);
+    }
+    if prefixed {
+        args.extend(["--resource-pattern-type", "prefixed"]);
+    }
+    for op in operations {
+        args.extend(["--operation", op]);
+    }
+    let out = tool("org.apache.kafka.tools.AclCommand", &args);
+    assert!(
+        out.status.success(),
+        "AclCommand {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
