@@ -8,8 +8,10 @@
 #   --records N   records of 1 KiB preloaded per variant (default 1048576, i.e. 1 GiB)
 #   --quick       --runs 1 --records 150000 and short latency windows, unless given explicitly
 #   --out DIR     where results.jsonl, table.md and the logs go (default: a new temp dir)
-#   --only LIST   comma-separated replicators to run: strait,strait-coalesce,mm2-default,mm2-tuned
-#                 (default all; strait-coalesce is strait with produce.coalesce.bytes = 262144)
+#   --only LIST   comma-separated replicators to run: strait,strait-coalesce,mm2-default,mm2-tuned,
+#                 strait-tls,mm2-tuned-tls (default the first four; strait-coalesce is strait with
+#                 produce.coalesce.bytes = 262144; the -tls ones connect to both clusters over TLS,
+#                 to SSL listeners the brokers then get, with a test CA made by openssl)
 #   --no-latency  skip the end-to-end latency phase
 #
 # Steps: build strait (the static musl release binary); start the source and target brokers
@@ -53,8 +55,10 @@ fi
 [[ "$RUNS" =~ ^[1-9][0-9]*$ && "$RECORDS" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: bad --runs/--records" >&2; exit 2; }
 IFS=, read -r -a REPLICATORS <<<"$ONLY"
 for r in "${REPLICATORS[@]}"; do
-    case "$r" in strait|strait-coalesce|mm2-default|mm2-tuned) ;; *) echo "bench.sh: unknown replicator $r" >&2; exit 2 ;; esac
+    case "$r" in strait|strait-coalesce|mm2-default|mm2-tuned|strait-tls|mm2-tuned-tls) ;; *) echo "bench.sh: unknown replicator $r" >&2; exit 2 ;; esac
 done
+TLS=0
+[[ ",$ONLY," != *-tls,* ]] || TLS=1
 
 PARTITIONS=6
 RECORD_SIZE=1024
@@ -63,6 +67,10 @@ SOURCE_PORT="${SOURCE_PORT:-39092}"
 TARGET_PORT="${TARGET_PORT:-49092}"
 SOURCE="127.0.0.1:$SOURCE_PORT"
 TARGET="127.0.0.1:$TARGET_PORT"
+# The SSL listeners (with a -tls replicator): two ports above the PLAINTEXT one, past the
+# controller's.
+SOURCE_TLS="127.0.0.1:$((SOURCE_PORT + 2))"
+TARGET_TLS="127.0.0.1:$((TARGET_PORT + 2))"
 export STRAIT_KAFKA_JAVA_OPTS="${STRAIT_KAFKA_JAVA_OPTS:--XX:TieredStopAtLevel=4 -Xms1g -Xmx1g}"
 # Clients (perf tools, pollers, the latency producer) also run with the full JIT.
 CLIENT_JAVA_OPTS=(-Xms256m -Xmx1g -XX:+UseParallelGC -Djava.awt.headless=true)
@@ -127,8 +135,38 @@ echo >>"$RESULTS"
 log "starting the source ($SOURCE) and target ($TARGET) brokers: $STRAIT_KAFKA_JAVA_OPTS"
 export STRAIT_KAFKA_WATCH_PID=$$
 BROKER_SETTINGS=(file.delete.delay.ms=1000 num.partitions=$PARTITIONS)
-"$KAFKA" start bench-source "$SOURCE_PORT" "$WORK/source" "${BROKER_SETTINGS[@]}" >/dev/null &
-"$KAFKA" start bench-target "$TARGET_PORT" "$WORK/target" "${BROKER_SETTINGS[@]}" >/dev/null &
+# tls_settings PORT: an SSL listener at PORT + 2 besides the PLAINTEXT one the tools use.
+tls_settings() {
+    ((TLS)) || return 0
+    local p="$1"
+    echo "listeners=PLAINTEXT://127.0.0.1:$p,CONTROLLER://127.0.0.1:$((p + 1)),SSL://127.0.0.1:$((p + 2))"
+    echo "advertised.listeners=PLAINTEXT://127.0.0.1:$p,SSL://127.0.0.1:$((p + 2))"
+    echo "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL"
+    echo "ssl.keystore.type=PEM"
+    echo "ssl.keystore.location=$WORK/tls/broker.pem"
+}
+if ((TLS)); then
+    log "making a test CA and a broker certificate for 127.0.0.1 (openssl)"
+    mkdir -p "$WORK/tls"
+    (
+        cd "$WORK/tls"
+        openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=bench-ca -keyout ca.key \
+            -out ca.pem -addext basicConstraints=critical,CA:TRUE \
+            -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+        printf 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n' >broker.ext
+        openssl req -newkey rsa:2048 -nodes -subj /CN=bench-broker -keyout broker.key \
+            -out broker.csr 2>/dev/null
+        openssl x509 -req -in broker.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+            -extfile broker.ext -out broker.crt 2>/dev/null
+        cat broker.key broker.crt >broker.pem
+    )
+fi
+mapfile -t SOURCE_TLS_SETTINGS < <(tls_settings "$SOURCE_PORT")
+mapfile -t TARGET_TLS_SETTINGS < <(tls_settings "$TARGET_PORT")
+"$KAFKA" start bench-source "$SOURCE_PORT" "$WORK/source" "${BROKER_SETTINGS[@]}" \
+    "${SOURCE_TLS_SETTINGS[@]}" >/dev/null &
+"$KAFKA" start bench-target "$TARGET_PORT" "$WORK/target" "${BROKER_SETTINGS[@]}" \
+    "${TARGET_TLS_SETTINGS[@]}" >/dev/null &
 wait %1 && wait %2
 SOURCE_PID="$(cat "$WORK/source/broker.pid")"
 TARGET_PID="$(cat "$WORK/target/broker.pid")"
@@ -225,8 +263,16 @@ write_config() {
     local r="$1" v="$2" a="$3" t="$4" topic="$5" f="$6"
     {
         echo "clusters = $a, $t"
-        echo "$a.bootstrap.servers = $SOURCE"
-        echo "$t.bootstrap.servers = $TARGET"
+        if [[ "$r" == *-tls ]]; then
+            echo "$a.bootstrap.servers = $SOURCE_TLS"
+            echo "$t.bootstrap.servers = $TARGET_TLS"
+            echo "security.protocol = SSL"
+            echo "ssl.truststore.type = PEM"
+            echo "ssl.truststore.location = $WORK/tls/ca.pem"
+        else
+            echo "$a.bootstrap.servers = $SOURCE"
+            echo "$t.bootstrap.servers = $TARGET"
+        fi
         echo "$a->$t.enabled = true"
         echo "$a->$t.topics = $topic"
         echo "replication.factor = 1"
@@ -247,7 +293,7 @@ write_config() {
         echo "plugin.discovery = service_load"
         echo "$a.plugin.discovery = service_load"
         echo "$t.plugin.discovery = service_load"
-        [[ "$r" == mm2-tuned ]] || return 0
+        [[ "$r" == mm2-tuned* ]] || return 0
         echo "tasks.max = $PARTITIONS"
         echo "$t.producer.enable.idempotence = true"
         echo "$t.producer.acks = all"
@@ -301,7 +347,10 @@ remove_run_topics() { # SRC_ALIAS TGT_ALIAS [SOURCE_TOPIC]
 }
 
 short_of() {
-    case "$1" in strait) echo st ;; strait-coalesce) echo sc ;; mm2-default) echo md ;; mm2-tuned) echo mt ;; direct) echo dr ;; esac
+    case "$1" in
+        strait) echo st ;; strait-coalesce) echo sc ;; mm2-default) echo md ;; mm2-tuned) echo mt ;;
+        strait-tls) echo sx ;; mm2-tuned-tls) echo mx ;; direct) echo dr ;;
+    esac
 }
 
 catchup() { # REPLICATOR VARIANT RUN
@@ -396,8 +445,9 @@ if ((LATENCY)); then
     log "end-to-end latency at $rate records/s (~20% of the slowest replicator's catch-up, variant none)"
     for run in $(seq 1 "$RUNS"); do
         for r in direct "${REPLICATORS[@]}"; do
-            # Coalescing only acts on a backlog; at a steady load it is plain strait.
-            [[ "$r" == strait-coalesce ]] || latency_run "$r" "$run" "$rate"
+            # Coalescing only acts on a backlog; at a steady load it is plain strait. TLS is
+            # measured for its cost in catch-up only.
+            [[ "$r" == strait-coalesce || "$r" == *-tls ]] || latency_run "$r" "$run" "$rate"
         done
     done
 fi

@@ -212,15 +212,33 @@ async fn check(config: strait::config::Config) -> anyhow::Result<()> {
             .metadata(None)
             .await
             .map_err(|e| anyhow::Error::new(e).context(format!("cluster {}", c.alias)))?;
-        let security = match cluster
+        let tls = cluster
             .any_broker()
             .await
             .ok()
-            .and_then(|b| b.tls().map(String::from))
-        {
-            Some(tls) => format!("SSL, {tls}, broker certificate verified"),
-            None => "PLAINTEXT".to_string(),
-        };
+            .and_then(|b| b.tls().map(String::from));
+        let mut security = vec![match (tls.is_some(), c.sasl.is_some()) {
+            (false, false) => "PLAINTEXT".to_string(),
+            (true, false) => "SSL".to_string(),
+            (false, true) => "SASL_PLAINTEXT".to_string(),
+            (true, true) => "SASL_SSL".to_string(),
+        }];
+        if let Some(tls) = tls {
+            security.push(format!("{tls}, broker certificate verified"));
+        }
+        if let Some(sasl) = &c.sasl {
+            security.push(format!(
+                "SASL {} authenticated {}",
+                sasl.mechanism.name(),
+                match &sasl.credentials {
+                    strait::config::SaslCredentials::Password { username, .. } => {
+                        format!("as {username}")
+                    }
+                    strait::config::SaslCredentials::Token { .. } => "with a bearer token".into(),
+                }
+            ));
+        }
+        let security = security.join(", ");
         println!(
             "cluster {}: reachable at {} ({security}), {} topics",
             c.alias,

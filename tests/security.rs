@@ -554,6 +554,10 @@ fn oauthbearer_tokens_from_a_file_work_and_bad_tokens_end_the_process_with_the_r
     let (code, out) = st::run_cli(&["check", st::arg(&file)]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("cluster source: reachable"), "{out}");
+    assert!(
+        out.contains(", SASL OAUTHBEARER authenticated with a bearer token)"),
+        "{out}"
+    );
 
     let topic = kafka::unique("oauth-fail");
     kafka::create_topic(&s.source.cluster, &topic, 1, &[]);
@@ -635,6 +639,12 @@ fn check_authenticates_with_plain_and_scram_sha_256() {
         assert_eq!(code, 0, "{mechanism}: {out}");
         assert!(
             out.contains("cluster source: reachable"),
+            "{mechanism}: {out}"
+        );
+        assert!(
+            out.contains(&format!(
+                "(SASL_PLAINTEXT, SASL {mechanism} authenticated as {user})"
+            )),
             "{mechanism}: {out}"
         );
         assert!(

@@ -17,7 +17,7 @@ import json
 import statistics
 import sys
 
-REPLICATORS = ["strait", "strait-coalesce", "mm2-default", "mm2-tuned"]
+REPLICATORS = ["strait", "strait-coalesce", "mm2-default", "mm2-tuned", "strait-tls", "mm2-tuned-tls"]
 STRAITS = [r for r in REPLICATORS if r.startswith("strait")]
 MM2S = [r for r in REPLICATORS if r.startswith("mm2")]
 VARIANTS = ["none", "lz4", "small"]
@@ -163,7 +163,8 @@ def table(rows):
                 continue
             for rep in MM2S:
                 d = catch.get((v, rep))
-                if not d:
+                # Like with like: TLS against TLS.
+                if not d or s.endswith("-tls") != rep.endswith("-tls"):
                     continue
                 w(f"| {v} | {s} | {rep} | {rx(ratio(st['rps'], d['rps']))} | "
                   f"{rx(ratio(d['cpu_s_per_gib'], st['cpu_s_per_gib']))} | "
@@ -221,13 +222,26 @@ def table(rows):
         worst = None
         for v in VARIANTS:
             st = catch.get((v, "strait"))
-            for rep in MM2S:
+            for rep in (r for r in MM2S if not r.endswith("-tls")):
                 d = catch.get((v, rep))
                 if st and d:
                     x = ratio(d[key], st[key])
                     worst = x if worst is None or x < worst else worst
         if worst is not None:
             goal(name + " (worst variant/config)", f"MM2 ÷ strait = {rx(worst)}", worst >= lim_ratio)
+    for v in ("none", "lz4"):
+        st, sx, mx = (catch.get((v, r)) for r in ("strait", "strait-tls", "mm2-tuned-tls"))
+        if st and sx:
+            added = sx["cpu_s_per_gib"] - st["cpu_s_per_gib"]
+            goal(f"TLS adds ≤ 1 CPU s/GiB to strait ({v})",
+                 f"{fmt(added, 2)} s/GiB ({fmt(st['cpu_s_per_gib'], 2)} → "
+                 f"{fmt(sx['cpu_s_per_gib'], 2)})", added <= 1)
+        if sx and mx:
+            x = ratio(sx["rps"], mx["rps"])
+            goal(f"over TLS, catch-up ≥ 3× tuned MM2 over TLS ({v})", rx(x), x >= 3)
+            x = ratio(mx["cpu_s_per_gib"], sx["cpu_s_per_gib"])
+            goal(f"over TLS, CPU s/GiB ≤ 1/10 of tuned MM2's over TLS ({v})",
+                 f"MM2 ÷ strait = {rx(x)}", x >= 10)
     rss = [catch[(v, "strait")]["rss_mib"] for v in VARIANTS if (v, "strait") in catch]
     if rss:
         goal("strait peak RSS < 64 MiB", f"{fmt(max(rss))} MiB (max over variants)", max(rss) < 64)
