@@ -70,8 +70,8 @@ pub enum KafkaError {
 /// For an authorization failure, the ACL strait's principal lacks: the operation Kafka checks
 /// for `api` on the resource the code names (Kafka's `docs/security` authorization table).
 fn acl_hint(api: &str, code: ResponseError) -> String {
-    let (operation, resource) = match (code, api) {
-        (ResponseError::TopicAuthorizationFailed, _) => (
+    let (operation, resource) = match code {
+        ResponseError::TopicAuthorizationFailed => (
             match api {
                 "Fetch" | "OffsetCommit" => "READ",
                 "Produce" => "WRITE",
@@ -83,14 +83,14 @@ fn acl_hint(api: &str, code: ResponseError) -> String {
             },
             "the topic",
         ),
-        (ResponseError::GroupAuthorizationFailed, _) => (
+        ResponseError::GroupAuthorizationFailed => (
             match api {
                 "OffsetCommit" => "READ",
                 _ => "DESCRIBE",
             },
             "the group",
         ),
-        (ResponseError::ClusterAuthorizationFailed, _) => (
+        ResponseError::ClusterAuthorizationFailed => (
             match api {
                 "CreateAcls" | "CreatePartitions" => "ALTER",
                 "CreateTopics" => "CREATE",
@@ -100,7 +100,7 @@ fn acl_hint(api: &str, code: ResponseError) -> String {
             },
             "the cluster",
         ),
-        (ResponseError::TransactionalIdAuthorizationFailed, _) => (
+        ResponseError::TransactionalIdAuthorizationFailed => (
             match api {
                 "FindCoordinator" => "DESCRIBE",
                 _ => "WRITE",
