@@ -492,7 +492,13 @@ where
                         None => return,
                     },
                 };
-                if let Err(e) = write.write_all_buf(&mut frames).await {
+                // A writer may hold what it accepted (TLS keeps the records a full socket did
+                // not take): flushed, a request never waits for the next one to go out.
+                let sent = match write.write_all_buf(&mut frames).await {
+                    Ok(()) => write.flush().await,
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = sent {
                     pending
                         .lock()
                         .unwrap()
@@ -715,6 +721,32 @@ mod tests {
         );
         assert!(took < Duration::from_secs(60), "gave up after {took:?}");
         drop(listener);
+    }
+
+    /// A writer that holds what it accepts until flushed (as a TLS stream holds the records a
+    /// full socket did not take) still delivers every request without waiting for the next.
+    #[tokio::test]
+    async fn a_request_reaches_the_broker_through_a_writer_that_holds_it() {
+        let (strait, mut broker) = tokio::io::duplex(1 << 20);
+        let (read, write) = tokio::io::split(strait);
+        let pending = Arc::new(Mutex::new(Pending::default()));
+        let (outbox, rx) = mpsc::unbounded_channel::<Segments>();
+        let (_auth, auth_rx) = mpsc::unbounded_channel::<Auth>();
+        let _tasks = spawn_io(
+            "127.0.0.1:9092",
+            read,
+            tokio::io::BufWriter::new(write),
+            &pending,
+            (rx, auth_rx),
+        );
+        let frame = Bytes::from_static(b"\0\0\0\x08request");
+        outbox.send(Segments::from(frame.clone())).unwrap();
+        let mut got = vec![0; frame.len()];
+        tokio::time::timeout(Duration::from_secs(5), broker.read_exact(&mut got))
+            .await
+            .expect("the request stayed in the writer")
+            .unwrap();
+        assert_eq!(got, frame);
     }
 
     #[test]
