@@ -654,9 +654,9 @@ fn check_authenticates_with_plain_and_scram_sha_256() {
     }
 }
 
-/// Each handshake or authentication that cannot succeed: `run` ends with exit code 1 within
-/// the request timeout, and its last words name the cluster and the broker and say why in
-/// words (and never the password).
+/// Each handshake or authentication that cannot succeed, and a security.protocol the
+/// listener does not speak: `run` ends with exit code 1 within the request timeout, and its
+/// last words name the cluster and the broker and say why in words (and never the password).
 #[test]
 fn a_handshake_or_login_that_cannot_succeed_ends_the_process_with_the_reason() {
     let s = setup();
@@ -708,6 +708,24 @@ fn a_handshake_or_login_that_cannot_succeed_ends_the_process_with_the_reason() {
             vec![],
             tls,
             "the broker refused strait's client certificate",
+        ),
+        (
+            "plaintext to a TLS listener",
+            "source",
+            &source_ssl,
+            true,
+            vec!["source.security.protocol = PLAINTEXT".to_string()],
+            "the listener speaks TLS",
+            "set it to SSL or SASL_SSL",
+        ),
+        (
+            "TLS to a plaintext listener",
+            "source",
+            &s.source.cluster.bootstrap,
+            true,
+            vec![],
+            "the listener does not speak TLS",
+            "SASL_PLAINTEXT",
         ),
         (
             "a wrong password",

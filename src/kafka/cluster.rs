@@ -193,7 +193,11 @@ impl Cluster {
                 }
                 // The same certificates and credentials for every broker: another address
                 // will not do better.
-                Err(e @ (KafkaError::Tls { .. } | KafkaError::Auth { .. })) => return Err(e),
+                Err(
+                    e @ (KafkaError::Tls { .. }
+                    | KafkaError::Listener { .. }
+                    | KafkaError::Auth { .. }),
+                ) => return Err(e),
                 Err(e) => {
                     tracing::debug!(cluster = %self.alias, %addr, error = %e, "bootstrap address unreachable");
                     last = e.to_string();
@@ -248,6 +252,7 @@ impl Cluster {
             .map_err(|e| match e {
                 // Fatal, so the last words of the process: say which cluster's settings to fix.
                 KafkaError::Tls { reason, .. } => KafkaError::Tls { addr: at(), reason },
+                KafkaError::Listener { reason, .. } => KafkaError::Listener { addr: at(), reason },
                 KafkaError::Auth {
                     mechanism, reason, ..
                 } => KafkaError::Auth {

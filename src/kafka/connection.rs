@@ -181,13 +181,32 @@ impl Connection {
                 (spawn_io(addr, read, write, &pending, lanes), None)
             }
             Some(tls) => {
-                let stream = tokio::time::timeout(timeout, tls.handshake(addr, stream))
-                    .await
-                    .map_err(|_| KafkaError::Timeout {
-                        addr: addr.to_string(),
-                        api: "TLS handshake",
-                        timeout_ms: timeout.as_millis() as u64,
-                    })??;
+                let stream = match tokio::time::timeout(timeout, tls.handshake(addr, stream)).await
+                {
+                    Err(_) => {
+                        return Err(KafkaError::Timeout {
+                            addr: addr.to_string(),
+                            api: "TLS handshake",
+                            timeout_ms: timeout.as_millis() as u64,
+                        })
+                    }
+                    // A plaintext listener takes a ClientHello for an oversized request and
+                    // hangs up; one that answers plaintext Kafka is such a listener.
+                    Ok(Err(KafkaError::Io { source, .. }))
+                        if source.kind() == std::io::ErrorKind::UnexpectedEof
+                            && answers_plaintext(addr, client_id, timeout).await =>
+                    {
+                        return Err(KafkaError::Listener {
+                            addr: addr.to_string(),
+                            reason: "the listener does not speak TLS (it answers plaintext Kafka \
+                                     requests): security.protocol = SSL or SASL_SSL needs an SSL \
+                                     or SASL_SSL listener; for this one it is PLAINTEXT or \
+                                     SASL_PLAINTEXT"
+                                .into(),
+                        });
+                    }
+                    Ok(handshake) => handshake?,
+                };
                 let session = stream.get_ref().1;
                 let negotiated = format!(
                     "{:?} {:?}",
@@ -221,15 +240,29 @@ impl Connection {
         });
         // TLS 1.3 finishes the handshake before the broker has checked strait's certificate:
         // a refusal arrives as an alert on the first read.
-        let versions = negotiate(&inner).await.map_err(|e| match e {
-            KafkaError::Disconnected { addr, reason } if reason.starts_with(TLS_FAILURE) => {
-                KafkaError::Tls {
+        let versions = match negotiate(&inner).await {
+            Ok(versions) => versions,
+            Err(KafkaError::Disconnected { addr, reason }) if reason.starts_with(TLS_FAILURE) => {
+                return Err(KafkaError::Tls {
                     addr,
                     reason: reason[TLS_FAILURE.len()..].to_string(),
-                }
+                });
             }
-            other => other,
-        })?;
+            // A TLS listener hangs up on plaintext at once.
+            Err(e @ KafkaError::Disconnected { .. })
+                if dial.tls.is_none() && tls::speaks_tls(addr, connect_timeout).await =>
+            {
+                tracing::debug!(broker = addr, error = %e, "the listener answers TLS");
+                return Err(KafkaError::Listener {
+                    addr: addr.to_string(),
+                    reason: "the listener speaks TLS, but security.protocol is PLAINTEXT or \
+                             SASL_PLAINTEXT: set it to SSL or SASL_SSL (and the truststore) for \
+                             this cluster"
+                        .into(),
+                });
+            }
+            Err(e) => return Err(e),
+        };
         let _ = inner.versions.set(versions);
         let conn = Connection { inner };
         if let Some(sasl) = &dial.sasl {
@@ -439,6 +472,18 @@ fn read_failed(e: &std::io::Error) -> String {
         Some(reason) => format!("{TLS_FAILURE}{reason}"),
         None => format!("read failed: {e}"),
     }
+}
+
+/// Whether the listener at `addr` completes a plaintext Kafka connection (ApiVersions).
+async fn answers_plaintext(addr: &str, client_id: &str, timeout: Duration) -> bool {
+    Box::pin(Connection::connect(
+        addr,
+        client_id,
+        timeout,
+        &Dial::default(),
+    ))
+    .await
+    .is_ok()
 }
 
 /// Starts the writer task, which sends queued frames in order (SASL frames first; requests

@@ -23,6 +23,10 @@ pub enum KafkaError {
     /// `cluster <alias>, broker <host:port>` when a [`Cluster`](super::Cluster) dialled.
     #[error("{addr}: TLS handshake failed: {reason}")]
     Tls { addr: String, reason: String },
+    /// The listener speaks another security protocol than `security.protocol` says (TLS to a
+    /// plaintext listener, or the reverse): not retried.
+    #[error("{addr}: {reason}")]
+    Listener { addr: String, reason: String },
     /// The broker refused SASL authentication: not retried.
     #[error("{addr}: SASL {mechanism} authentication failed: {reason}")]
     Auth {

@@ -7,6 +7,7 @@
 //! and retrying them quietly would hide a misconfiguration behind "cannot reach broker".
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -14,6 +15,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{
     AlertDescription, CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore,
 };
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
@@ -115,6 +117,46 @@ impl Tls {
                 },
             })
     }
+}
+
+/// Whether the listener at `addr` answers a TLS ClientHello with a TLS record (a handshake or
+/// an alert), within `timeout`. Asked when a plaintext connection was closed before its first
+/// response: a TLS listener does that to anything but TLS, and so does a broker going away.
+pub async fn speaks_tls(addr: &str, timeout: Duration) -> bool {
+    if check_cpu().is_err() {
+        return false;
+    }
+    let Ok(config) =
+        ClientConfig::builder_with_provider(Arc::new(rustls_graviola::default_provider()))
+            .with_safe_default_protocol_versions()
+    else {
+        return false;
+    };
+    let config = config
+        .with_root_certificates(RootCertStore::empty())
+        .with_no_client_auth();
+    let Ok(name) = ServerName::try_from(host_of(addr).to_string()) else {
+        return false;
+    };
+    let Ok(mut hello) = rustls::ClientConnection::new(Arc::new(config), name) else {
+        return false;
+    };
+    let mut bytes = Vec::new();
+    if hello.write_tls(&mut bytes).is_err() {
+        return false;
+    }
+    let answer = async {
+        let mut tcp = TcpStream::connect(addr).await?;
+        tcp.write_all(&bytes).await?;
+        let mut head = [0u8; 2];
+        tcp.read_exact(&mut head).await?;
+        Ok::<_, std::io::Error>(head)
+    };
+    // 22 = handshake, 21 = alert; then the major version of TLS 1.x.
+    matches!(
+        tokio::time::timeout(timeout, answer).await,
+        Ok(Ok([21 | 22, 3]))
+    )
 }
 
 /// What a TLS failure was, in words, when `e` is one (rather than the connection failing).
