@@ -53,7 +53,10 @@ pub struct Chunk {
     pub tp: TopicPartition,
     /// Batches to forward; control batches and aborted transactions are already gone.
     pub batches: Vec<Fetched>,
-    /// The source position after this chunk (past dropped batches too).
+    /// The source position this chunk was fetched from.
+    pub from: i64,
+    /// The source position after this chunk (past dropped batches too). A chunk with no
+    /// batches and `next_offset == from` only reports a new `high_watermark`.
     pub next_offset: i64,
     pub high_watermark: i64,
     /// The assignment of the partition this chunk was fetched under ([`Fetcher::resume`]):

@@ -44,6 +44,8 @@ pub(super) struct Placed {
     pub(super) last_epoch: i32,
     /// Its assignment's generation, which its chunks carry (`Chunk::generation`).
     pub(super) generation: u32,
+    /// The high watermark last told to the engine (-1: none yet).
+    pub(super) high_watermark: i64,
 }
 
 impl Placed {
@@ -364,6 +366,7 @@ impl Session {
         let Some(offset) = self.parts.get(&tp).map(|p| p.offset) else {
             return;
         };
+        let high_watermark = data.high_watermark;
         let action = if needs_renumbering(&data) {
             // Renumbering decompresses and compresses whole batches: milliseconds each,
             // which must not hold a worker thread that other sessions and the produce
@@ -380,7 +383,7 @@ impl Session {
             partition_action(&tp, offset, data)
         };
         match action {
-            Action::Idle => {}
+            Action::Idle => self.watermark(tp, offset, high_watermark, permit).await,
             Action::Deliver(delivery) => self.emit(tp, delivery, permit).await,
             Action::Diverged { epoch, end_offset } => self.rewind(&tp, epoch, end_offset),
             Action::OutOfRange => self.out_of_range(conn, &tp, offset).await,
@@ -408,15 +411,46 @@ impl Session {
         let Some(p) = self.parts.get_mut(&tp) else {
             return;
         };
+        let from = p.offset;
         p.offset = delivery.next_offset;
         p.last_epoch = delivery.last_epoch.unwrap_or(p.last_epoch);
+        p.high_watermark = delivery.high_watermark;
         let generation = p.generation;
         let chunk = Chunk {
             tp,
             batches: delivery.batches,
+            from,
             next_offset: delivery.next_offset,
             high_watermark: delivery.high_watermark,
             generation,
+            permit: permit.clone(),
+        };
+        let _ = self.events.send(FetchEvent::Chunk(chunk)).await;
+    }
+
+    /// Tells the engine a new high watermark of partition `tp`, which has nothing to
+    /// deliver at `offset`: its lag is the backlog even before its first records arrive.
+    async fn watermark(
+        &mut self,
+        tp: TopicPartition,
+        offset: i64,
+        high_watermark: i64,
+        permit: &Arc<OwnedSemaphorePermit>,
+    ) {
+        let Some(p) = self.parts.get_mut(&tp) else {
+            return;
+        };
+        if high_watermark < 0 || high_watermark == p.high_watermark {
+            return;
+        }
+        p.high_watermark = high_watermark;
+        let chunk = Chunk {
+            tp,
+            batches: Vec::new(),
+            from: offset,
+            next_offset: offset,
+            high_watermark,
+            generation: p.generation,
             permit: permit.clone(),
         };
         let _ = self.events.send(FetchEvent::Chunk(chunk)).await;

@@ -285,6 +285,31 @@ async fn an_unknown_server_error_is_retried_after_a_backoff() {
     assert_eq!(fetch_positions(&broker)[..2], [(0, -1), (0, -1)]);
 }
 
+/// A partition with nothing to fetch tells the engine each new high watermark, once (an
+/// empty chunk at its position), so its lag is known before its first records.
+#[tokio::test]
+async fn an_idle_partition_reports_each_new_high_watermark_once() {
+    let mut fetches = 0;
+    let broker = FakeBroker::start(1, &[(TOPIC, 1)], move |r| {
+        let Some(fetch) = fetch_request(r) else {
+            return Reply::Default;
+        };
+        fetches += 1;
+        let idle = |hw| PartitionData::default().with_high_watermark(hw);
+        match fetches {
+            1 | 2 => answer(fetch, idle(5)),
+            3 => answer(fetch, idle(7)),
+            _ => Reply::Stall,
+        }
+    })
+    .await;
+    let (_fetcher, mut events) = fetcher(&broker, 2, OffsetReset::Earliest);
+    let reported = |c: Chunk| (c.batches.len(), c.from, c.next_offset, c.high_watermark);
+    assert_eq!(reported(next_chunk(&mut events).await), (0, 2, 2, 5));
+    assert_eq!(reported(next_chunk(&mut events).await), (0, 2, 2, 7));
+    assert_eq!(fetch_positions(&broker)[..3], [(2, -1), (2, -1), (2, -1)]);
+}
+
 #[tokio::test]
 async fn a_partition_handed_back_keeps_its_last_fetched_epoch() {
     // FENCED_LEADER_EPOCH: the fetcher's metadata is behind; it looks the leader up again

@@ -94,7 +94,9 @@ pub struct Stats {
     pub batches: u64,
     pub records: u64,
     pub bytes: u64,
-    /// Sum over partitions of (source high watermark - acknowledged position).
+    /// Records the source holds that the target has not acknowledged: the sum over
+    /// partitions of (source high watermark - acknowledged position, or the position the
+    /// partition was first fetched from while nothing is acknowledged).
     pub lag: i64,
     pub stopped: usize,
 }
@@ -341,8 +343,14 @@ impl Engine {
     fn lag(&self) -> i64 {
         self.parts
             .iter()
-            .filter(|p| p.high_watermark >= 0 && p.acked.source_next >= 0)
-            .map(|p| (p.high_watermark - p.acked.source_next).max(0))
+            .filter_map(|p| {
+                let position = match p.acked.source_next {
+                    next if next >= 0 => next,
+                    _ => p.first_fetched,
+                };
+                (p.high_watermark >= 0 && position >= 0)
+                    .then(|| (p.high_watermark - position).max(0))
+            })
             .fold(0, i64::saturating_add)
     }
 
@@ -382,6 +390,7 @@ impl Engine {
         };
         let Chunk {
             batches,
+            from,
             next_offset,
             high_watermark,
             permit,
@@ -392,6 +401,12 @@ impl Engine {
         let small = |b: &RawBatch| b.len().saturating_mul(COALESCE_SMALL) <= coalesce_bytes;
         let part = &mut self.parts[i];
         part.high_watermark = high_watermark;
+        if part.first_fetched < 0 {
+            part.first_fetched = from;
+        }
+        if batches.is_empty() && next_offset == from {
+            return;
+        }
         let mut last = None;
         for fetched in batches {
             last = Some(fetched.source_next);

@@ -197,6 +197,9 @@ pub(super) struct Partition {
     pub lineage: Lineage,
     pub committed: Position,
     pub high_watermark: i64,
+    /// The source position of the first chunk fetched (-1: none yet): where the backlog
+    /// starts while nothing is acknowledged.
+    pub first_fetched: i64,
     pub stopped: bool,
     /// Whether the target acknowledged a batch of the current producer identity here.
     pub confirmed: bool,
@@ -248,6 +251,7 @@ impl Partition {
             lineage: Lineage::UNKNOWN,
             committed: start,
             high_watermark: -1,
+            first_fetched: -1,
             stopped: false,
             confirmed: false,
             follows: None,

@@ -283,6 +283,7 @@ impl Running {
     /// watermark being `high_watermark`.
     async fn fetched(&self, source: &str, batches: Vec<RawBatch>, high_watermark: i64) {
         let permit = Arc::new(self.buffer.clone().acquire_owned().await.unwrap());
+        let from = batches.first().map_or(0, RawBatch::base_offset);
         let next_offset = batches.last().map_or(0, RawBatch::next_offset);
         let batches = batches
             .into_iter()
@@ -296,6 +297,7 @@ impl Running {
             .send(FetchEvent::Chunk(Chunk {
                 tp: TopicPartition::new(source, 0),
                 batches,
+                from,
                 next_offset,
                 high_watermark,
                 generation: 0,
@@ -519,6 +521,59 @@ async fn a_broker_refusing_connections_is_redialled_with_backoff() {
     running.stop().await;
 }
 
+/// The lag is the backlog before anything is acknowledged: a partition whose first batches
+/// the target keeps refusing counts from where it was first fetched, and one that has only
+/// reported its high watermark (nothing fetched yet) counts from its fetch position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lag_counts_partitions_nothing_was_acknowledged_of() {
+    let t: Arc<Mutex<Option<Topic>>> = Arc::default();
+    let topic = t.clone();
+    let broker = FakeBroker::start(
+        1,
+        &[("a", 1), ("b", 1), (PROGRESS, 1)],
+        move |r| match topic.lock().unwrap().as_ref() {
+            Some(a) if !produced(r, a).is_empty() => {
+                answer(r, a, ResponseError::NotEnoughReplicas.code(), 0)
+            }
+            _ => Reply::Default,
+        },
+    )
+    .await;
+    let target = Cluster::new(
+        "target",
+        vec![broker.addr.clone()],
+        "strait",
+        Duration::from_secs(5),
+    );
+    *t.lock().unwrap() = Some(Topic::of(&target, "a").await);
+    let mut running = Running::start(target, config(), &[("sa", "a"), ("sb", "b")]).await;
+    // sa: records 4..7 fetched from 4, of 10 on the source; none is ever acknowledged.
+    running.fetched("sa", vec![batch(4, 3)], 10).await;
+    // sb: nothing to fetch at 3 yet, of 8 on the source.
+    let permit = Arc::new(running.buffer.clone().acquire_owned().await.unwrap());
+    running
+        .events
+        .send(FetchEvent::Chunk(Chunk {
+            tp: TopicPartition::new("sb", 0),
+            batches: Vec::new(),
+            from: 3,
+            next_offset: 3,
+            high_watermark: 8,
+            generation: 0,
+            permit,
+        }))
+        .await
+        .unwrap();
+    let mut lag = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while lag != 6 + 5 && Instant::now() < deadline {
+        let _ = tokio::time::timeout(Duration::from_millis(100), running.stats.changed()).await;
+        lag = running.stats.borrow_and_update().lag;
+    }
+    assert_eq!(lag, 6 + 5, "sa: 10 - 4, sb: 8 - 3");
+    running.stop().await;
+}
+
 /// A broker's throttle time holds its requests back for at most the request timeout, and
 /// does not hold up the shutdown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -698,6 +753,7 @@ async fn play_source(
                 batch: batch.clone(),
                 offset_deltas: None,
             }],
+            from: batch.base_offset(),
             next_offset: batch.next_offset(),
             high_watermark: 1 << 20,
             generation,
@@ -1240,6 +1296,7 @@ async fn an_answer_under_the_old_topic_id_is_matched_by_the_id_it_was_sent_with(
         let batch = batch(base, 2);
         let chunk = Chunk {
             tp: TopicPartition::new("sb", p),
+            from: batch.base_offset(),
             next_offset: batch.next_offset(),
             batches: vec![Fetched {
                 source_next: batch.next_offset(),
