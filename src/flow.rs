@@ -505,6 +505,8 @@ async fn control(
     let mut config_sync = tokio::time::interval(sync_interval(flow.sync_topic_configs.interval_ms));
     let mut acl_sync = tokio::time::interval(sync_interval(flow.sync_topic_acls.interval_ms));
     let mut status = tokio::time::interval(STATUS_INTERVAL);
+    // Records acknowledged by the last status line, and when.
+    let mut last_status = (std::time::Instant::now(), 0u64);
     refresh.tick().await;
     config_sync.tick().await;
     acl_sync.tick().await;
@@ -608,7 +610,10 @@ async fn control(
             _ = status.tick() => {
                 let s = running.stats.borrow().clone();
                 let f = running.fetcher.stats();
-                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, source_truncations = f.truncations, offsets_lost_to_retention = f.offsets_lost_to_retention, recreated_source_partitions = f.recreated_partitions, "replication status");
+                let now = (std::time::Instant::now(), s.records);
+                let (rate, eta_s) = pace(last_status, now, s.lag);
+                last_status = now;
+                tracing::info!(flow = %name, topics = known.len(), records = s.records, batches = s.batches, bytes = s.bytes, lag = s.lag, rate, eta_s, source_truncations = f.truncations, offsets_lost_to_retention = f.offsets_lost_to_retention, recreated_source_partitions = f.recreated_partitions, "replication status");
             }
         }
     }
@@ -902,6 +907,27 @@ async fn sync_configs(
 /// Whether the flow copies source topic `topic`: the filter selects it (or it holds
 /// heartbeats), it is not internal, and it did not come from the flow's own target (no
 /// cycles in A<->B).
+/// Records per second acknowledged between two status lines (`(when, records so far)`), and
+/// the seconds the `lag` takes at that rate: `None` while nothing moves and there is a lag,
+/// 0 without one.
+fn pace(
+    (then, before): (std::time::Instant, u64),
+    (now, after): (std::time::Instant, u64),
+    lag: i64,
+) -> (u64, Option<u64>) {
+    let secs = now.saturating_duration_since(then).as_secs_f64();
+    let rate = match secs > 0.0 {
+        true => after.saturating_sub(before) as f64 / secs,
+        false => 0.0,
+    };
+    let eta = match (lag, rate) {
+        (lag, _) if lag <= 0 => Some(0),
+        (_, rate) if rate >= 1.0 => Some((lag as f64 / rate).ceil() as u64),
+        _ => None,
+    };
+    (rate.round() as u64, eta)
+}
+
 fn replicates(flow: &FlowConfig, topic: &str) -> bool {
     // Heartbeats travel whatever the filter says (MM2's heartbeats.replication.enabled).
     (flow.topics.matches(topic) || flow.policy.is_heartbeats_topic(topic))
@@ -917,6 +943,16 @@ mod tests {
     use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
     use kafka_protocol::messages::{CreateTopicsResponse, RequestKind, ResponseKind, TopicName};
     use kafka_protocol::protocol::StrBytes;
+
+    #[test]
+    fn the_status_line_gives_the_rate_and_the_time_the_lag_takes_at_it() {
+        let t0 = std::time::Instant::now();
+        let t5 = t0 + Duration::from_secs(5);
+        assert_eq!(pace((t0, 1_000), (t5, 51_000), 100_000), (10_000, Some(10)));
+        assert_eq!(pace((t0, 1_000), (t5, 1_000), 100_000), (0, None));
+        assert_eq!(pace((t0, 1_000), (t5, 1_000), 0), (0, Some(0)));
+        assert_eq!(pace((t0, 0), (t0, 0), 5), (0, None));
+    }
 
     /// CreateTopics answered with `code` for every topic asked for.
     fn create_topics(request: &RequestKind, code: i16) -> Reply {
