@@ -432,6 +432,17 @@ impl Cluster {
             result
         })
         .await
+        .map_err(|e| match e {
+            // Found on a request (a SASL listener hangs up on the first one): fatal, so say
+            // which cluster's settings to fix, as `dial` does.
+            KafkaError::Listener { addr, reason } if !addr.starts_with("cluster ") => {
+                KafkaError::Listener {
+                    addr: format!("cluster {}, broker {addr}", self.alias),
+                    reason,
+                }
+            }
+            other => other,
+        })
     }
 }
 

@@ -16,7 +16,10 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, ApiVersionsResponse, SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::{Request, StrBytes, VersionRange};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -85,6 +88,9 @@ struct Inner {
     tasks: [JoinHandle<()>; 2],
     /// Renews the SASL session before the broker ends it, if the broker limits it.
     renewal: OnceLock<JoinHandle<()>>,
+    /// How a connection without SASL was dialled, until its first request after ApiVersions
+    /// is answered: a SASL listener hangs up on that request, and the dial asks it why.
+    unproven: Mutex<Option<Dial>>,
 }
 
 impl Drop for Inner {
@@ -237,6 +243,7 @@ impl Connection {
             versions: OnceLock::new(),
             tasks,
             renewal: OnceLock::new(),
+            unproven: Mutex::new(None),
         });
         // TLS 1.3 finishes the handshake before the broker has checked strait's certificate:
         // a refusal arrives as an alert on the first read.
@@ -264,6 +271,9 @@ impl Connection {
             Err(e) => return Err(e),
         };
         let _ = inner.versions.set(versions);
+        if dial.sasl.is_none() {
+            *inner.unproven.lock().unwrap() = Some(dial.clone());
+        }
         let conn = Connection { inner };
         if let Some(sasl) = &dial.sasl {
             if let Some(lifetime) = sasl::authenticate(&conn, sasl).await? {
@@ -365,7 +375,34 @@ impl<R: Request> InFlight<R> {
         let inner = &self.inner;
         let api = api_name(R::KEY);
         let body = match tokio::time::timeout(inner.timeout, self.rx).await {
-            Ok(Ok(result)) => result?,
+            Ok(Ok(Ok(body))) => {
+                inner.unproven.lock().unwrap().take();
+                body
+            }
+            Ok(Ok(Err(e @ KafkaError::Disconnected { .. }))) => {
+                let unproven = inner.unproven.lock().unwrap().take();
+                let Some(dial) = unproven else {
+                    return Err(e);
+                };
+                let probe = sasl_mechanisms(
+                    inner.addr.clone(),
+                    inner.client_id.to_string(),
+                    inner.timeout,
+                    dial,
+                );
+                return Err(match probe.await {
+                    Some(enabled) => KafkaError::Listener {
+                        addr: inner.addr.clone(),
+                        reason: format!(
+                            "the listener requires SASL (it enables {enabled}), but \
+                             security.protocol is PLAINTEXT or SSL: set it to SASL_PLAINTEXT \
+                             or SASL_SSL, with sasl.mechanism and sasl.jaas.config"
+                        ),
+                    },
+                    None => e,
+                });
+            }
+            Ok(Ok(Err(e))) => return Err(e),
             Ok(Err(_)) => {
                 return Err(KafkaError::Disconnected {
                     addr: inner.addr.clone(),
@@ -474,16 +511,49 @@ fn read_failed(e: &std::io::Error) -> String {
     }
 }
 
+/// The SASL mechanisms the listener at `addr` enables, if it requires SASL: asked on a new
+/// connection dialled as `dial` (no SASL), whose SaslHandshake a listener without SASL
+/// answers ILLEGAL_SASL_STATE.
+/// Boxed: the probe's own requests come back through [`InFlight::response`].
+fn sasl_mechanisms(
+    addr: String,
+    client_id: String,
+    timeout: Duration,
+    dial: Dial,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send>> {
+    Box::pin(async move {
+        let probe = dial_again(&addr, &client_id, timeout, &dial).await.ok()?;
+        probe.inner.unproven.lock().unwrap().take();
+        let answer = probe
+            .send_auth(
+                &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+            )
+            .await
+            .ok()?;
+        (answer.error_code != ResponseError::IllegalSaslState.code()).then(|| {
+            let enabled: Vec<&str> = answer.mechanisms.iter().map(|m| m.as_str()).collect();
+            enabled.join(", ")
+        })
+    })
+}
+
 /// Whether the listener at `addr` completes a plaintext Kafka connection (ApiVersions).
 async fn answers_plaintext(addr: &str, client_id: &str, timeout: Duration) -> bool {
-    Box::pin(Connection::connect(
-        addr,
-        client_id,
-        timeout,
-        &Dial::default(),
-    ))
-    .await
-    .is_ok()
+    dial_again(addr, client_id, timeout, &Dial::default())
+        .await
+        .is_ok()
+}
+
+/// A connection dialled from within [`Connection::connect`] (a probe): boxed, as a future
+/// cannot hold itself.
+fn dial_again<'a>(
+    addr: &'a str,
+    client_id: &'a str,
+    timeout: Duration,
+    dial: &'a Dial,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Connection, KafkaError>> + Send + 'a>>
+{
+    Box::pin(Connection::connect(addr, client_id, timeout, dial))
 }
 
 /// Starts the writer task, which sends queued frames in order (SASL frames first; requests
