@@ -227,7 +227,7 @@ impl Coordinator {
                     offset,
                     last_epoch: a.origin.map_or(-1, |o| o.leader_epoch),
                     generation: a.generation,
-                    high_watermark: -1,
+                    source_end: -1,
                 };
                 let order = SessionOrder::Place(placed);
                 if let Err(mpsc::error::SendError(order)) = self.session(leader, rehome).send(order)

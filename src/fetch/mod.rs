@@ -56,9 +56,11 @@ pub struct Chunk {
     /// The source position this chunk was fetched from.
     pub from: i64,
     /// The source position after this chunk (past dropped batches too). A chunk with no
-    /// batches and `next_offset == from` only reports a new `high_watermark`.
+    /// batches and `next_offset == from` only reports a new `source_end`.
     pub next_offset: i64,
-    pub high_watermark: i64,
+    /// The end of what strait can read of the partition: the last stable offset (it reads
+    /// committed records only), or the high watermark from a broker that gives none.
+    pub source_end: i64,
     /// The assignment of the partition this chunk was fetched under ([`Fetcher::resume`]):
     /// a chunk fetched before a pause can arrive after the resume, and only this tells it
     /// apart (an offset cannot: compaction leaves gaps, so a fresh chunk may legitimately

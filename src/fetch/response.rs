@@ -44,7 +44,9 @@ pub struct Delivery {
     /// The partition leader epoch of the last batch passed (forwarded or dropped), the
     /// `last_fetched_epoch` of the next Fetch (KIP-320); `None` if these batches carry none.
     pub last_epoch: Option<i32>,
-    pub high_watermark: i64,
+    /// The end of what strait can read of the partition: the last stable offset (it reads
+    /// committed records only), or the high watermark from a broker that gives none.
+    pub source_end: i64,
 }
 
 /// What the session does with one partition of a Fetch response.
@@ -103,6 +105,7 @@ pub fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -
             end_offset: diverging.end_offset,
         };
     }
+    let end = source_end(&data);
     let Some(records) = data.records.filter(|r| !r.is_empty()) else {
         return Action::Idle;
     };
@@ -124,7 +127,7 @@ pub fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -
         batches,
         next_offset,
         last_epoch,
-        high_watermark: data.high_watermark,
+        source_end: end,
     };
     let mut next = offset;
     let mut epoch = None;
@@ -157,6 +160,14 @@ pub fn partition_action(tp: &TopicPartition, offset: i64, data: PartitionData) -
         Action::Deliver(delivery(kept, next, epoch))
     } else {
         Action::Idle
+    }
+}
+
+/// [`Delivery::source_end`] of `data`.
+pub(super) fn source_end(data: &PartitionData) -> i64 {
+    match data.last_stable_offset {
+        lso if lso >= 0 => lso,
+        _ => data.high_watermark,
     }
 }
 
@@ -304,7 +315,7 @@ mod tests {
                 assert_eq!(d.batches.len(), source.len(), "{name}");
                 assert_eq!(d.next_offset, i64::from(records), "{name}");
                 assert_eq!(d.next_offset, data.high_watermark, "{name}");
-                assert_eq!(d.high_watermark, data.high_watermark, "{name}");
+                assert_eq!(d.source_end, data.high_watermark, "{name}");
                 for (f, s) in d.batches.iter().zip(&source) {
                     assert_eq!(f.batch.as_bytes(), s.as_bytes());
                     assert_eq!(f.source_next, s.next_offset());

@@ -18,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::outage::Outages;
 use super::response::{
-    needs_renumbering, partition_action, session_verdict, Action, Delivery, SessionVerdict,
+    needs_renumbering, partition_action, session_verdict, source_end, Action, Delivery,
+    SessionVerdict,
 };
 use super::{Assignment, Chunk, FetchConfig, FetchError, FetchEvent, FetchStats};
 use crate::kafka::backoff::Backoff;
@@ -44,8 +45,8 @@ pub(super) struct Placed {
     pub(super) last_epoch: i32,
     /// Its assignment's generation, which its chunks carry (`Chunk::generation`).
     pub(super) generation: u32,
-    /// The high watermark last told to the engine (-1: none yet).
-    pub(super) high_watermark: i64,
+    /// The source end (`Chunk::source_end`) last told to the engine (-1: none yet).
+    pub(super) source_end: i64,
 }
 
 impl Placed {
@@ -366,7 +367,7 @@ impl Session {
         let Some(offset) = self.parts.get(&tp).map(|p| p.offset) else {
             return;
         };
-        let high_watermark = data.high_watermark;
+        let end = source_end(&data);
         let action = if needs_renumbering(&data) {
             // Renumbering decompresses and compresses whole batches: milliseconds each,
             // which must not hold a worker thread that other sessions and the produce
@@ -383,7 +384,7 @@ impl Session {
             partition_action(&tp, offset, data)
         };
         match action {
-            Action::Idle => self.watermark(tp, offset, high_watermark, permit).await,
+            Action::Idle => self.report_end(tp, offset, end, permit).await,
             Action::Deliver(delivery) => self.emit(tp, delivery, permit).await,
             Action::Diverged { epoch, end_offset } => self.rewind(&tp, epoch, end_offset),
             Action::OutOfRange => self.out_of_range(conn, &tp, offset).await,
@@ -414,42 +415,42 @@ impl Session {
         let from = p.offset;
         p.offset = delivery.next_offset;
         p.last_epoch = delivery.last_epoch.unwrap_or(p.last_epoch);
-        p.high_watermark = delivery.high_watermark;
+        p.source_end = delivery.source_end;
         let generation = p.generation;
         let chunk = Chunk {
             tp,
             batches: delivery.batches,
             from,
             next_offset: delivery.next_offset,
-            high_watermark: delivery.high_watermark,
+            source_end: delivery.source_end,
             generation,
             permit: permit.clone(),
         };
         let _ = self.events.send(FetchEvent::Chunk(chunk)).await;
     }
 
-    /// Tells the engine a new high watermark of partition `tp`, which has nothing to
+    /// Tells the engine a new source end of partition `tp`, which has nothing to
     /// deliver at `offset`: its lag is the backlog even before its first records arrive.
-    async fn watermark(
+    async fn report_end(
         &mut self,
         tp: TopicPartition,
         offset: i64,
-        high_watermark: i64,
+        source_end: i64,
         permit: &Arc<OwnedSemaphorePermit>,
     ) {
         let Some(p) = self.parts.get_mut(&tp) else {
             return;
         };
-        if high_watermark < 0 || high_watermark == p.high_watermark {
+        if source_end < 0 || source_end == p.source_end {
             return;
         }
-        p.high_watermark = high_watermark;
+        p.source_end = source_end;
         let chunk = Chunk {
             tp,
             batches: Vec::new(),
             from: offset,
             next_offset: offset,
-            high_watermark,
+            source_end,
             generation: p.generation,
             permit: permit.clone(),
         };

@@ -95,7 +95,7 @@ pub struct Stats {
     pub records: u64,
     pub bytes: u64,
     /// Records the source holds that the target has not acknowledged: the sum over
-    /// partitions of (source high watermark - acknowledged position, or the position the
+    /// partitions of (source end - acknowledged position, or the position the
     /// partition was first fetched from while nothing is acknowledged).
     pub lag: i64,
     pub stopped: usize,
@@ -348,8 +348,7 @@ impl Engine {
                     next if next >= 0 => next,
                     _ => p.first_fetched,
                 };
-                (p.high_watermark >= 0 && position >= 0)
-                    .then(|| (p.high_watermark - position).max(0))
+                (p.source_end >= 0 && position >= 0).then(|| (p.source_end - position).max(0))
             })
             .fold(0, i64::saturating_add)
     }
@@ -392,7 +391,7 @@ impl Engine {
             batches,
             from,
             next_offset,
-            high_watermark,
+            source_end,
             permit,
             ..
         } = chunk;
@@ -400,7 +399,7 @@ impl Engine {
         // Only batches far below the target size are worth re-framing.
         let small = |b: &RawBatch| b.len().saturating_mul(COALESCE_SMALL) <= coalesce_bytes;
         let part = &mut self.parts[i];
-        part.high_watermark = high_watermark;
+        part.source_end = source_end;
         if part.first_fetched < 0 {
             part.first_fetched = from;
         }

@@ -196,7 +196,8 @@ pub(super) struct Partition {
     /// The source log `acked` was read from (`progress` commits it with the position).
     pub lineage: Lineage,
     pub committed: Position,
-    pub high_watermark: i64,
+    /// The end of what can be read of the source partition (`fetch::Chunk::source_end`).
+    pub source_end: i64,
     /// The source position of the first chunk fetched (-1: none yet): where the backlog
     /// starts while nothing is acknowledged.
     pub first_fetched: i64,
@@ -250,7 +251,7 @@ impl Partition {
             acked: start,
             lineage: Lineage::UNKNOWN,
             committed: start,
-            high_watermark: -1,
+            source_end: -1,
             first_fetched: -1,
             stopped: false,
             confirmed: false,

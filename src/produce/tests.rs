@@ -280,8 +280,8 @@ impl Running {
     }
 
     /// Hands the engine `batches` of source partition `source`-0, the source's high
-    /// watermark being `high_watermark`.
-    async fn fetched(&self, source: &str, batches: Vec<RawBatch>, high_watermark: i64) {
+    /// watermark being `source_end`.
+    async fn fetched(&self, source: &str, batches: Vec<RawBatch>, source_end: i64) {
         let permit = Arc::new(self.buffer.clone().acquire_owned().await.unwrap());
         let from = batches.first().map_or(0, RawBatch::base_offset);
         let next_offset = batches.last().map_or(0, RawBatch::next_offset);
@@ -299,7 +299,7 @@ impl Running {
                 batches,
                 from,
                 next_offset,
-                high_watermark,
+                source_end,
                 generation: 0,
                 permit,
             }))
@@ -523,7 +523,7 @@ async fn a_broker_refusing_connections_is_redialled_with_backoff() {
 
 /// The lag is the backlog before anything is acknowledged: a partition whose first batches
 /// the target keeps refusing counts from where it was first fetched, and one that has only
-/// reported its high watermark (nothing fetched yet) counts from its fetch position.
+/// reported its source end (nothing fetched yet) counts from its fetch position.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lag_counts_partitions_nothing_was_acknowledged_of() {
     let t: Arc<Mutex<Option<Topic>>> = Arc::default();
@@ -558,7 +558,7 @@ async fn the_lag_counts_partitions_nothing_was_acknowledged_of() {
             batches: Vec::new(),
             from: 3,
             next_offset: 3,
-            high_watermark: 8,
+            source_end: 8,
             generation: 0,
             permit,
         }))
@@ -755,7 +755,7 @@ async fn play_source(
             }],
             from: batch.base_offset(),
             next_offset: batch.next_offset(),
-            high_watermark: 1 << 20,
+            source_end: 1 << 20,
             generation,
             permit: Arc::new(permit),
         })
@@ -1303,7 +1303,7 @@ async fn an_answer_under_the_old_topic_id_is_matched_by_the_id_it_was_sent_with(
                 batch,
                 offset_deltas: None,
             }],
-            high_watermark: 100,
+            source_end: 100,
             generation: 0,
             permit: Arc::new(permit),
         };
