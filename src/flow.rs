@@ -904,9 +904,6 @@ async fn sync_configs(
     Ok(())
 }
 
-/// Whether the flow copies source topic `topic`: the filter selects it (or it holds
-/// heartbeats), it is not internal, and it did not come from the flow's own target (no
-/// cycles in A<->B).
 /// Records per second acknowledged between two status lines (`(when, records so far)`), and
 /// the seconds the `lag` takes at that rate: `None` while nothing moves and there is a lag,
 /// 0 without one.
@@ -928,6 +925,9 @@ fn pace(
     (rate.round() as u64, eta)
 }
 
+/// Whether the flow copies source topic `topic`: the filter selects it (or it holds
+/// heartbeats), it is not internal, and it did not come from the flow's own target (no
+/// cycles in A<->B).
 fn replicates(flow: &FlowConfig, topic: &str) -> bool {
     // Heartbeats travel whatever the filter says (MM2's heartbeats.replication.enabled).
     (flow.topics.matches(topic) || flow.policy.is_heartbeats_topic(topic))

@@ -289,7 +289,7 @@ async fn an_unknown_server_error_is_retried_after_a_backoff() {
 /// offset), once (an empty chunk at its position), so its lag is known before its first
 /// records.
 #[tokio::test]
-async fn an_idle_partition_reports_each_new_high_watermark_once() {
+async fn an_idle_partition_reports_each_new_source_end_once() {
     let mut fetches = 0;
     let broker = FakeBroker::start(1, &[(TOPIC, 1)], move |r| {
         let Some(fetch) = fetch_request(r) else {

@@ -514,6 +514,7 @@ fn read_failed(e: &std::io::Error) -> String {
 /// The SASL mechanisms the listener at `addr` enables, if it requires SASL: asked on a new
 /// connection dialled as `dial` (no SASL), whose SaslHandshake a listener without SASL
 /// answers ILLEGAL_SASL_STATE.
+///
 /// Boxed: the probe's own requests come back through [`InFlight::response`].
 fn sasl_mechanisms(
     addr: String,

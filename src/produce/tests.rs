@@ -279,8 +279,8 @@ impl Running {
         }
     }
 
-    /// Hands the engine `batches` of source partition `source`-0, the source's high
-    /// watermark being `source_end`.
+    /// Hands the engine `batches` of source partition `source`-0, the end of what can be
+    /// read of the source being `source_end`.
     async fn fetched(&self, source: &str, batches: Vec<RawBatch>, source_end: i64) {
         let permit = Arc::new(self.buffer.clone().acquire_owned().await.unwrap());
         let from = batches.first().map_or(0, RawBatch::base_offset);
@@ -332,6 +332,11 @@ impl Running {
     }
 }
 
+/// The target cluster of the fake `broker`, with request timeout `timeout`.
+fn target(broker: &FakeBroker, timeout: Duration) -> Cluster {
+    Cluster::new("target", vec![broker.addr.clone()], "strait", timeout)
+}
+
 /// Waits up to 10 s for `done`.
 async fn until(mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -371,12 +376,7 @@ async fn an_ack_behind_a_refused_batch_does_not_count_it() {
         Reply::Default
     })
     .await;
-    let target = Cluster::new(
-        "target",
-        vec![broker.addr.clone()],
-        "strait",
-        Duration::from_secs(5),
-    );
+    let target = target(&broker, Duration::from_secs(5));
     *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
     let mut running = Running::start(target, config(), &[("s", "t")]).await;
     // E0 (offset 0) first: until the target confirmed one batch only one is in flight.
@@ -468,7 +468,7 @@ async fn an_unreachable_broker_holds_up_neither_the_others_nor_shutdown() {
     // Far above what the checks below allow, so that a noisy machine cannot blur the
     // difference between a dial in the background and one the loop waits for.
     let timeout = Duration::from_secs(15);
-    let target = Cluster::new("target", vec![broker.addr.clone()], "strait", timeout);
+    let target = target(&broker, timeout);
     // Progress is committed by the drain only.
     let config = ProduceConfig {
         drain_timeout: Duration::from_secs(30),
@@ -506,12 +506,7 @@ async fn an_unreachable_broker_holds_up_neither_the_others_nor_shutdown() {
 async fn a_broker_refusing_connections_is_redialled_with_backoff() {
     let refusing = FakeBroker::start(2, &[], |_| Reply::Close).await;
     let broker = broker_beside(refusing.addr.clone()).await;
-    let target = Cluster::new(
-        "target",
-        vec![broker.addr.clone()],
-        "strait",
-        Duration::from_secs(3),
-    );
+    let target = target(&broker, Duration::from_secs(3));
     let running = Running::start(target, config(), &[("sb", "b")]).await;
     running.fetched("sb", vec![batch(0, 1)], 1).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -539,12 +534,7 @@ async fn the_lag_counts_partitions_nothing_was_acknowledged_of() {
         },
     )
     .await;
-    let target = Cluster::new(
-        "target",
-        vec![broker.addr.clone()],
-        "strait",
-        Duration::from_secs(5),
-    );
+    let target = target(&broker, Duration::from_secs(5));
     *t.lock().unwrap() = Some(Topic::of(&target, "a").await);
     let mut running = Running::start(target, config(), &[("sa", "a"), ("sb", "b")]).await;
     // sa: records 4..7 fetched from 4, of 10 on the source; none is ever acknowledged.
@@ -600,7 +590,7 @@ async fn a_huge_throttle_time_is_capped_at_the_request_timeout() {
     })
     .await;
     let timeout = Duration::from_secs(1);
-    let target = Cluster::new("target", vec![broker.addr.clone()], "strait", timeout);
+    let target = target(&broker, timeout);
     let mut running = Running::start(target, config(), &[("sa", "a")]).await;
     running.fetched("sa", vec![batch(0, 1)], 2).await;
     until(|| running.stats.borrow_and_update().lag == 1).await;
@@ -641,12 +631,7 @@ async fn corrupt_message_stops_the_partition_after_a_few_resends() {
         answer(r, &t, ResponseError::CorruptMessage.code(), 0)
     })
     .await;
-    let target = Cluster::new(
-        "target",
-        vec![broker.addr.clone()],
-        "strait",
-        Duration::from_secs(2),
-    );
+    let target = target(&broker, Duration::from_secs(2));
     *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
     let mut running = Running::start(target, config(), &[("s", "t")]).await;
     running.fetched("s", vec![batch(0, 2)], 2).await;
@@ -685,12 +670,7 @@ async fn a_partition_missing_from_every_answer_stops_after_the_delivery_timeout(
         respond(r, &t, None, 0)
     })
     .await;
-    let target = Cluster::new(
-        "target",
-        vec![broker.addr.clone()],
-        "strait",
-        Duration::from_secs(2),
-    );
+    let target = target(&broker, Duration::from_secs(2));
     *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
     let config = ProduceConfig {
         delivery_timeout: Duration::from_secs(1),
@@ -844,12 +824,7 @@ async fn a_refused_partition_is_paused_alone_and_resumes_in_order() {
         Reply::Default
     })
     .await;
-    let target = Cluster::new(
-        "target",
-        vec![broker.addr.clone()],
-        "strait",
-        Duration::from_secs(5),
-    );
+    let target = target(&broker, Duration::from_secs(5));
     *t.lock().unwrap() = Some(Topic::of(&target, "b").await);
     let (fetcher, orders) = Fetcher::scripted();
     let running = Running::start_with(target, config(), &[("sa", "a"), ("sb", "b")], fetcher).await;
@@ -1013,12 +988,7 @@ async fn a_remote_topic_created_again_starts_its_partitions_over() {
     })
     .await;
     *addr.lock().unwrap() = broker.addr.clone();
-    let target = Cluster::new(
-        "target",
-        vec![broker.addr.clone()],
-        "strait",
-        Duration::from_secs(5),
-    );
+    let target = target(&broker, Duration::from_secs(5));
     *old_id.lock().unwrap() = Topic::of(&target, "b").await.id;
     let mut running = Running::start(target, config(), &[("sb", "b")]).await;
     running
@@ -1093,12 +1063,7 @@ async fn a_remote_topic_created_again_starts_its_partitions_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_routed_to_a_new_log_starts_over_from_its_position() {
     let broker = FakeBroker::start(1, &[("b", 1), (PROGRESS, 1)], |_| Reply::Default).await;
-    let target = Cluster::new(
-        "target",
-        vec![broker.addr.clone()],
-        "strait",
-        Duration::from_secs(5),
-    );
+    let target = target(&broker, Duration::from_secs(5));
     let source = TopicPartition::new("sb", 0);
     let resume = Position {
         source_next: 10,
@@ -1263,12 +1228,7 @@ async fn an_answer_under_the_old_topic_id_is_matched_by_the_id_it_was_sent_with(
     })
     .await;
     *addrs.lock().unwrap() = [broker1.addr.clone(), broker2.addr.clone()];
-    let target = Cluster::new(
-        "target",
-        vec![bootstrap.addr.clone()],
-        "strait",
-        Duration::from_secs(30),
-    );
+    let target = target(&bootstrap, Duration::from_secs(30));
     let routes = (0..2)
         .map(|p| Route {
             source: TopicPartition::new("sb", p),
