@@ -30,6 +30,7 @@ use crate::mm2::topic_sync::{
 use crate::offset_map::{Lineage, OffsetMap, Position, Translations};
 use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
 use crate::progress;
+use crate::telemetry::{FlowHealth, FlowMetrics, Telemetry};
 
 /// Why a flow ended badly.
 #[derive(Debug, thiserror::Error)]
@@ -67,10 +68,25 @@ pub enum TaskEnd {
     Cancelled,
 }
 
-/// Runs every enabled flow until `shutdown` is cancelled, then drains and commits.
-pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), FlowError> {
+/// Runs every enabled flow until `shutdown` is cancelled, then drains and commits; each
+/// reports its series and health to `telemetry`.
+pub async fn run(
+    config: Config,
+    telemetry: Arc<Telemetry>,
+    shutdown: CancellationToken,
+) -> Result<(), FlowError> {
     let mut tasks = JoinSet::new();
     let mut names = HashMap::new();
+    // As MM2 counts them: a source connector per flow, a checkpoint and a heartbeat
+    // connector where enabled.
+    let connectors = config
+        .flows
+        .iter()
+        .map(|f| {
+            1 + usize::from(f.emit_checkpoints.enabled) + usize::from(f.emit_heartbeats.enabled)
+        })
+        .sum();
+    telemetry.metrics.connectors(connectors);
     for flow in config.flows.clone() {
         let setup = |alias: &str| {
             cluster(&config.clusters[alias]).map_err(|e| FlowError::Setup(format!("{e:#}")))
@@ -79,21 +95,36 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Flow
         let target = setup(&flow.target)?;
         let shutdown = shutdown.clone();
         let name = format!("{}->{}", flow.source, flow.target);
-        let task = tasks.spawn(async move { run_flow(flow, source, target, shutdown).await });
-        names.insert(task.id(), name);
+        let health = telemetry
+            .health
+            .flow(&name, source.timeout(), target.timeout());
+        let reports = Reports {
+            metrics: telemetry.metrics.flow(&flow.source, &flow.target),
+            health: health.clone(),
+        };
+        let task =
+            tasks.spawn(async move { run_flow(flow, source, target, reports, shutdown).await });
+        names.insert(task.id(), (name, health));
     }
     let mut first_error = None;
-    while let Some(done) = tasks.join_next().await {
-        let error = match done {
-            Ok(Ok(())) => continue,
-            Ok(Err(e)) => e,
+    while let Some(done) = tasks.join_next_with_id().await {
+        let (error, health) = match done {
+            Ok((_, Ok(()))) => continue,
+            Ok((id, Err(e))) => (e, names.remove(&id).map(|(_, h)| h)),
             // The control loop itself (discovery, config and ACL sync) panicked.
-            Err(e) => FlowError::Task {
-                flow: names.remove(&e.id()).unwrap_or_default(),
-                task: "control loop",
-                cause: TaskEnd::from_join(e),
-            },
+            Err(e) => {
+                let (flow, health) = names.remove(&e.id()).unzip();
+                let error = FlowError::Task {
+                    flow: flow.unwrap_or_default(),
+                    task: "control loop",
+                    cause: TaskEnd::from_join(e),
+                };
+                (error, health)
+            }
         };
+        if let Some(health) = health {
+            health.failed(error.to_string());
+        }
         tracing::error!(error = %error, "flow failed");
         // One failed flow ends the process: an operator must see it, not a half-run.
         shutdown.cancel();
@@ -202,6 +233,12 @@ pub fn cluster(c: &ClusterConfig) -> anyhow::Result<Arc<Cluster>> {
     ))
 }
 
+/// Where a flow reports: its series and its health.
+struct Reports {
+    metrics: FlowMetrics,
+    health: Arc<FlowHealth>,
+}
+
 /// How often a running flow logs its replication status.
 const STATUS_INTERVAL: Duration = Duration::from_secs(5);
 /// The shortest interval between two topic config or ACL syncs: each is a round of admin
@@ -212,6 +249,7 @@ async fn run_flow(
     flow: FlowConfig,
     source: Arc<Cluster>,
     target: Arc<Cluster>,
+    reports: Reports,
     shutdown: CancellationToken,
 ) -> Result<(), FlowError> {
     let name = format!("{}->{}", flow.source, flow.target);
@@ -219,8 +257,11 @@ async fn run_flow(
         flow: name.clone(),
         source,
     };
-    let (mut running, started) = start(&flow, &source, &target).await.map_err(fail)?;
+    let (mut running, started) = start(&flow, &source, &target, &reports)
+        .await
+        .map_err(fail)?;
     tracing::info!(flow = %name, partitions = running.resume.len(), "progress restored");
+    reports.health.started();
     let error = control(
         &flow,
         &name,
@@ -282,6 +323,8 @@ struct Running {
     resume: HashMap<TopicPartition, (Position, Lineage)>,
     /// The progress topic does not exist yet (a first start).
     create_progress: bool,
+    /// Told when a task ends.
+    health: Arc<FlowHealth>,
     progress_topic: String,
 }
 
@@ -300,6 +343,7 @@ async fn start(
     flow: &FlowConfig,
     source: &Arc<Cluster>,
     target: &Arc<Cluster>,
+    reports: &Reports,
 ) -> Result<(Running, Started), KafkaError> {
     let progress_topic = progress::topic_name(&flow.source);
     let (syncs_cluster, syncs_topic) = match flow.offset_syncs_location {
@@ -376,6 +420,7 @@ async fn start(
     let mut engine = engine;
     let (missing_tx, missing) = mpsc::unbounded_channel();
     engine.report_missing_topics(missing_tx);
+    engine.report_to(reports.metrics.clone(), reports.health.clone());
     // Offset maps as they were: the syncs written so far, bounded by the committed positions.
     *translations.lock().unwrap() = resume
         .iter()
@@ -406,7 +451,13 @@ async fn start(
         ),
     );
     let side_shutdown = CancellationToken::new();
-    let side = spawn_side_tasks(flow, source, target, &translations, &side_shutdown);
+    let side = spawn_side_tasks(
+        flow,
+        (source, target),
+        &translations,
+        reports,
+        &side_shutdown,
+    );
     let running = Running {
         fetcher,
         commands,
@@ -422,6 +473,7 @@ async fn start(
         resume,
         create_progress,
         progress_topic,
+        health: reports.health.clone(),
     };
     Ok((
         running,
@@ -436,9 +488,9 @@ async fn start(
 /// with consumer-group offset sync.
 fn spawn_side_tasks(
     flow: &FlowConfig,
-    source: &Arc<Cluster>,
-    target: &Arc<Cluster>,
+    (source, target): (&Arc<Cluster>, &Arc<Cluster>),
     translations: &Translations,
+    reports: &Reports,
     shutdown: &CancellationToken,
 ) -> Tasks {
     let mut tasks = Tasks::default();
@@ -474,6 +526,7 @@ fn spawn_side_tasks(
                 source.clone(),
                 target.clone(),
                 translations.clone(),
+                reports.metrics.clone(),
                 shutdown.clone(),
             ),
         );
@@ -605,7 +658,9 @@ async fn control(
                 }
             }
             (task, cause) = running.ended() => {
-                return Err(FlowError::Task { flow: name.to_string(), task, cause });
+                let error = FlowError::Task { flow: name.to_string(), task, cause };
+                running.health.failed(error.to_string());
+                return Err(error);
             }
             _ = status.tick() => {
                 let s = running.stats.borrow().clone();
@@ -992,7 +1047,12 @@ mod tests {
         );
         let (config, _) = crate::config::parse_properties(&text, "mm2.properties").unwrap();
         let shutdown = CancellationToken::new();
-        let ended = tokio::time::timeout(Duration::from_secs(30), run(config, shutdown)).await;
+        let telemetry = Arc::new(Telemetry::default());
+        let ended = tokio::time::timeout(
+            Duration::from_secs(30),
+            run(config, telemetry.clone(), shutdown),
+        )
+        .await;
         let Ok(Err(e)) = ended else {
             panic!("run did not end with an error: {ended:?}");
         };
@@ -1001,6 +1061,14 @@ mod tests {
             message.starts_with("flow a->b: the offset syncs writer failed: CreateTopics")
                 && message.contains("TopicAuthorizationFailed"),
             "{message}"
+        );
+        // Liveness and readiness say so, with the reason.
+        let (live, ready) = (telemetry.health.live(), telemetry.health.ready());
+        assert!(!live.ok && !ready.ok);
+        assert!(
+            live.body.contains("the offset syncs writer failed"),
+            "{}",
+            live.body
         );
     }
 
@@ -1027,7 +1095,7 @@ mod tests {
         );
         let (config, _) = crate::config::parse_properties(&text, "mm2.properties").unwrap();
         let shutdown = CancellationToken::new();
-        let flows = tokio::spawn(run(config, shutdown.clone()));
+        let flows = tokio::spawn(run(config, Arc::default(), shutdown.clone()));
         let created = || target.received_of(kafka_protocol::messages::ApiKey::CreateTopics);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         while created().len() < 2 && !flows.is_finished() {

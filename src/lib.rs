@@ -36,6 +36,9 @@
 //!   formats byte for byte) · [`mm2::heartbeat`] · [`mm2::checkpoint`] (and group offset sync)
 //!   · [`mm2::offset_sync`] · [`mm2::topic_sync`] · [`mm2::acl_sync`].
 //! - [`progress`]: strait's committed positions, in a compacted topic of its own.
+//! - [`telemetry`]: what an operator watches: [`telemetry::metrics`] (Prometheus series
+//!   under MM2's names and strait's own), [`telemetry::health`] (liveness and readiness per
+//!   flow) and the HTTP listener serving both.
 //! - [`produce`]: the target side. The engine loop (requests, responses, producer recovery)
 //!   in [`produce`] · `partition` (each partition's queue, sequences and what each Produce
 //!   answer means, no I/O).
@@ -54,6 +57,7 @@ pub mod offset_map;
 pub mod policy;
 pub mod produce;
 pub mod progress;
+pub mod telemetry;
 
 /// Milliseconds since the Unix epoch (record timestamps of strait's own records).
 pub(crate) fn now_ms() -> i64 {

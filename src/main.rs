@@ -31,7 +31,13 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Replicate as the config file says (`mm2.properties` or `strait.toml`) until SIGTERM/SIGINT.
-    Run { config: PathBuf },
+    Run {
+        config: PathBuf,
+        /// Serve `/metrics` (Prometheus), `/healthz` and `/readyz` over HTTP on this
+        /// address (such as `0.0.0.0:9404`); off unless given.
+        #[arg(long, value_name = "ADDR:PORT")]
+        metrics_listen: Option<std::net::SocketAddr>,
+    },
     /// Validate the config file and reach every cluster it names.
     Check { config: PathBuf },
 }
@@ -68,7 +74,7 @@ fn main() -> ExitCode {
         }
     };
     let path = match &cli.command {
-        Command::Run { config } | Command::Check { config } => config.clone(),
+        Command::Run { config, .. } | Command::Check { config } => config.clone(),
     };
     // `load` logs each warning itself, for `run` and `check` alike.
     let config = match strait::config::load(&path) {
@@ -79,7 +85,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run { .. } => runtime.block_on(run(config)),
+        Command::Run { metrics_listen, .. } => runtime.block_on(run(config, metrics_listen)),
         Command::Check { .. } => runtime.block_on(check(config)),
     };
     // A task still hanging (the shutdown deadline passed) must not hold the exit.
@@ -117,7 +123,10 @@ const SHUTDOWN_MARGIN: Duration = Duration::from_secs(10);
 
 /// Replicates until a first SIGTERM/SIGINT (or a failed flow) starts the drain. A second
 /// signal exits at once; a drain still running at the deadline is cut short.
-async fn run(config: strait::config::Config) -> anyhow::Result<()> {
+async fn run(
+    config: strait::config::Config,
+    metrics_listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
     let mut signals = Signals::new()?;
     let drain = config
         .flows
@@ -127,7 +136,19 @@ async fn run(config: strait::config::Config) -> anyhow::Result<()> {
         .unwrap_or_default();
     let deadline = drain + SHUTDOWN_MARGIN;
     let shutdown = CancellationToken::new();
-    let flows = strait::flow::run(config, shutdown.clone());
+    let telemetry = std::sync::Arc::new(strait::telemetry::Telemetry::default());
+    if let Some(addr) = metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: {e}"))?;
+        tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
+        tokio::spawn(strait::telemetry::serve(
+            listener,
+            telemetry.clone(),
+            shutdown.child_token(),
+        ));
+    }
+    let flows = strait::flow::run(config, telemetry, shutdown.clone());
     tokio::pin!(flows);
     tokio::select! {
         done = &mut flows => return Ok(done?),

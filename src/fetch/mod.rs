@@ -27,7 +27,7 @@ mod tests;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use tokio::sync::{mpsc, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::batch::{renumber, BatchError, RawBatch};
@@ -35,6 +35,7 @@ use crate::config::OffsetReset;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::offset_map::Lineage;
 use coordinator::Coordinator;
+use outage::Outages;
 
 /// Fetch knobs, from the flow's configuration.
 #[derive(Debug, Clone)]
@@ -217,6 +218,10 @@ pub(crate) enum Order {
 pub struct Fetcher {
     orders: mpsc::UnboundedSender<Order>,
     stats: Arc<FetchStats>,
+    outages: Outages,
+    /// The flow's fetch buffer (`buffer.bytes` permits), and its size.
+    budget: Arc<Semaphore>,
+    buffer_bytes: usize,
 }
 
 impl Fetcher {
@@ -235,9 +240,21 @@ impl Fetcher {
     ) -> (Fetcher, tokio::task::JoinHandle<()>) {
         let (orders, orders_rx) = mpsc::unbounded_channel();
         let stats = Arc::new(FetchStats::default());
-        let coordinator = Coordinator::new(cluster, config, events, stats.clone(), shutdown);
+        let outages = Outages::default();
+        let buffer_bytes = config.buffer_bytes;
+        let budget = Arc::new(Semaphore::new(buffer_bytes));
+        let shared = (outages.clone(), budget.clone());
+        let coordinator =
+            Coordinator::new(cluster, config, events, stats.clone(), shared, shutdown);
         let task = tokio::spawn(coordinator.run(orders_rx));
-        (Fetcher { orders, stats }, task)
+        let fetcher = Fetcher {
+            orders,
+            stats,
+            outages,
+            budget,
+            buffer_bytes,
+        };
+        (fetcher, task)
     }
 
     /// A handle whose orders go nowhere: for tests of the produce engine on its own.
@@ -253,6 +270,9 @@ impl Fetcher {
         let fetcher = Fetcher {
             orders,
             stats: Arc::default(),
+            outages: Outages::default(),
+            budget: Arc::new(Semaphore::new(0)),
+            buffer_bytes: 0,
         };
         (fetcher, rx)
     }
@@ -285,6 +305,20 @@ impl Fetcher {
     /// What the source logs did that lost or rewrote records, so far.
     pub fn stats(&self) -> FetchCounts {
         self.stats.counts()
+    }
+
+    /// Since when reading the source has been failing (a fetch from a broker, or the
+    /// lookup of leaders), if it is now.
+    pub fn failing_since(&self) -> Option<std::time::Instant> {
+        self.outages.failing_since()
+    }
+
+    /// Bytes of fetched batches held in the flow's buffer now, and the buffer's size.
+    pub fn buffer(&self) -> (usize, usize) {
+        let held = self
+            .buffer_bytes
+            .saturating_sub(self.budget.available_permits());
+        (held, self.buffer_bytes)
     }
 
     /// Stops fetching `tp` until it is assigned (or resumed) again.

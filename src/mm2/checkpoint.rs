@@ -25,6 +25,7 @@ use crate::mm2::topic_sync::await_internal_topic;
 use crate::now_ms;
 use crate::offset_map::Translations;
 use crate::policy::ReplicationPolicy;
+use crate::telemetry::FlowMetrics;
 
 #[derive(Debug, Clone)]
 pub struct CheckpointConfig {
@@ -43,6 +44,7 @@ pub async fn run(
     source: Arc<Cluster>,
     target: Arc<Cluster>,
     translations: Translations,
+    metrics: FlowMetrics,
     shutdown: CancellationToken,
 ) -> Result<(), KafkaError> {
     let topic = config.policy.checkpoints_topic(&config.source_alias);
@@ -54,6 +56,7 @@ pub async fn run(
         emitted: HashMap::new(),
         batch_bytes: MAX_BATCH_BYTES,
         refused: HashSet::new(),
+        metrics,
     };
     let mut refused_on_target = HashSet::new();
     let mut tick = tokio::time::interval(config.interval);
@@ -91,6 +94,8 @@ struct Emitter {
     batch_bytes: usize,
     /// Source groups the broker's ACLs keep strait from reading (said once each).
     refused: HashSet<String>,
+    /// Where each checkpoint's latency goes (MM2's `checkpoint-latency-ms`).
+    metrics: FlowMetrics,
 }
 
 impl Emitter {
@@ -122,10 +127,14 @@ impl Emitter {
             .iter()
             .map(|c| (c.encode_key(), c.encode_value()))
             .collect();
+        let stamped = now_ms();
         let (written, error) = write(target, &self.tp, &records, &mut self.batch_bytes).await;
         tracing::debug!(count = written, topic = %self.tp.topic, "checkpoints written");
+        let latency = now_ms() - stamped;
         for c in &fresh[..written] {
             self.emitted.insert(key(c), (*c).clone());
+            self.metrics
+                .checkpointed(&c.consumer_group_id, &c.topic_partition, latency);
         }
         if let Some(e) = error {
             tracing::warn!(topic = %self.tp.topic, error = %e, unwritten = fresh.len() - written, "checkpoints not written");
@@ -365,6 +374,7 @@ mod tests {
             cluster("a", &source),
             cluster("b", &target),
             Translations::default(),
+            Arc::new(crate::telemetry::Metrics::new()).flow("a", "b"),
             shutdown.clone(),
         ));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

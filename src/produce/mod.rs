@@ -40,6 +40,7 @@ use crate::mm2::offset_sync::SyncSender;
 use crate::now_ms;
 use crate::offset_map::{Forwarded, Lineage, OffsetMap, Position, Translations};
 use crate::progress;
+use crate::telemetry::{EngineHealth, FlowHealth, FlowMetrics, PartitionState};
 
 #[cfg(test)]
 mod commit_tests;
@@ -175,6 +176,10 @@ pub struct Engine {
     missing: Option<mpsc::UnboundedSender<String>>,
     /// When each remote topic was last reported missing: once per `REPORT_MISSING_EVERY`.
     reported: HashMap<Arc<str>, Instant>,
+    /// Where the flow's series and health go (`Engine::report_to`); `None`: nowhere.
+    telemetry: Option<(FlowMetrics, Arc<FlowHealth>)>,
+    /// Since when batches have waited for the target with nothing acknowledged.
+    waiting_since: Option<Instant>,
 }
 
 /// How often a remote topic still missing is reported again: topic sync retries a creation
@@ -231,6 +236,8 @@ impl Engine {
             progress_batch_bytes,
             missing: None,
             reported: HashMap::new(),
+            telemetry: None,
+            waiting_since: None,
         };
         engine
             .parts
@@ -247,13 +254,24 @@ impl Engine {
         self.missing = Some(to);
     }
 
+    /// The flow's series and health are kept up to date in `metrics` and `health`, for
+    /// the partitions routed from now on.
+    pub fn report_to(&mut self, metrics: FlowMetrics, health: Arc<FlowHealth>) {
+        self.telemetry = Some((metrics, health));
+    }
+
     pub fn route(&mut self, route: Route) {
         if self.by_source.contains_key(&route.source) {
             return;
         }
         self.by_source
             .insert(route.source.clone(), self.parts.len());
+        let metrics = self
+            .telemetry
+            .as_ref()
+            .map(|(m, _)| m.partition(&route.source, &route.target));
         let mut part = Partition::new(route.source, route.target, route.resume);
+        part.metrics = metrics;
         part.lineage = route.lineage;
         part.new_log = route.new_log;
         self.parts.push(part);
@@ -283,6 +301,7 @@ impl Engine {
                 _ = commit_tick.tick() => {
                     self.commit();
                     self.stats.lag = self.lag();
+                    self.publish();
                     let _ = stats.send(self.stats.clone());
                 }
                 _ = wake.tick() => {}
@@ -343,14 +362,64 @@ impl Engine {
     fn lag(&self) -> i64 {
         self.parts
             .iter()
-            .filter_map(|p| {
-                let position = match p.acked.source_next {
-                    next if next >= 0 => next,
-                    _ => p.first_fetched,
-                };
-                (p.source_end >= 0 && position >= 0).then(|| (p.source_end - position).max(0))
-            })
+            .filter_map(Partition::lag)
             .fold(0, i64::saturating_add)
+    }
+
+    /// Brings the flow's series and health up to date (`report_to`).
+    fn publish(&mut self) {
+        let now = Instant::now();
+        let pending = self
+            .parts
+            .iter()
+            .enumerate()
+            .any(|(i, p)| i != self.progress_part && !p.stopped && !p.idle());
+        self.waiting_since = match pending {
+            true => Some(self.waiting_since.unwrap_or(now)),
+            false => None,
+        };
+        let Some((flow, health)) = &self.telemetry else {
+            return;
+        };
+        let (now_ms, std_now) = (now_ms(), now.into_std());
+        let (mut paused, mut stopped, mut active) = (0, 0, 0u64);
+        for part in &mut self.parts {
+            active += part
+                .inflight
+                .iter()
+                .chain(&part.queue)
+                .flat_map(|e| e.batch.iter().chain(&e.more))
+                .map(|b| u64::try_from(b.record_count()).unwrap_or(0))
+                .sum::<u64>();
+            let lag = part.lag();
+            let oldest = part
+                .inflight
+                .iter()
+                .chain(&part.queue)
+                .find_map(|e| e.batch.as_ref())
+                .map(RawBatch::base_timestamp)
+                .filter(|t| *t >= 0);
+            let state = match (part.stopped, part.paused) {
+                (true, _) => PartitionState::Stopped,
+                (false, true) => PartitionState::Paused,
+                (false, false) => PartitionState::Replicating,
+            };
+            paused += usize::from(state == PartitionState::Paused);
+            stopped += usize::from(state == PartitionState::Stopped);
+            if let Some(m) = &mut part.metrics {
+                m.publish(lag, oldest, state, now_ms, std_now);
+            }
+        }
+        let fetch = self.fetcher.stats();
+        flow.skipped(fetch.offsets_lost_to_retention, fetch.truncated_offsets);
+        let (held, capacity) = self.fetcher.buffer();
+        flow.buffered(held, capacity, active);
+        health.engine(EngineHealth {
+            target_waiting_since: self.waiting_since.map(Instant::into_std),
+            source_failing_since: self.fetcher.failing_since(),
+            paused,
+            stopped,
+        });
     }
 
     fn accept(&mut self, event: FetchEvent) {
@@ -406,9 +475,17 @@ impl Engine {
         if batches.is_empty() && next_offset == from {
             return;
         }
+        if let Some((flow, _)) = &self.telemetry {
+            flow.fetched(batches.iter().map(|f| f.batch.len()).sum());
+        }
+        let part = &mut self.parts[i];
         let mut last = None;
+        let now = (now_ms(), std::time::Instant::now());
         for fetched in batches {
             last = Some(fetched.source_next);
+            if let Some(m) = &mut part.metrics {
+                m.fetched(fetched.batch.max_timestamp(), now.0, now.1);
+            }
             // Behind a batch not sent yet, a small one it can take along joins it.
             if let Some(back) = part.queue.back_mut().filter(|e| {
                 e.seq.is_none()
@@ -736,6 +813,11 @@ impl Engine {
     /// Carries out what the answer for partition `i`'s batch with sequence `seq` means
     /// (`Partition::judge`); `answer` is `None` when the response lacks the partition.
     fn on_result(&mut self, i: usize, seq: i32, answer: Option<(i16, i64)>) {
+        if let (Some((flow, _)), Some((code, _))) = (&self.telemetry, answer) {
+            if code != 0 {
+                flow.error("target", code);
+            }
+        }
         let part = &mut self.parts[i];
         let outcome = match part.judge(seq, answer, Instant::now(), self.config.delivery_timeout) {
             // Without a transactional id nobody else holds strait's producer id: the target
@@ -873,6 +955,11 @@ impl Engine {
         let mut maps = self.translations.lock().unwrap();
         let map = maps.entry(self.parts[i].source.clone()).or_default();
         let mut syncs = Vec::new();
+        let now = (now_ms(), std::time::Instant::now());
+        if data && self.waiting_since.is_some() {
+            // Progress: the target answers.
+            self.waiting_since = Some(Instant::now());
+        }
         for (e, target_base) in done {
             match (&e.batch, target_base) {
                 // A batch written at an offset the target did not say (-1) still moves the
@@ -883,6 +970,9 @@ impl Engine {
                     let records = u64::try_from(b.record_count()).unwrap_or(0);
                     self.stats.records = self.stats.records.saturating_add(records);
                     self.stats.bytes = self.stats.bytes.saturating_add(b.len() as u64);
+                    if let Some(m) = &mut self.parts[i].metrics {
+                        m.acked(records, b.len() as u64, b.max_timestamp(), now.0, now.1);
+                    }
                     let forwarded = Forwarded {
                         source_base: b.base_offset(),
                         source_last: e.source_next.saturating_sub(1),
@@ -909,6 +999,11 @@ impl Engine {
                     acked.source_next = e.source_next;
                     // The batches skipped (control, aborted) may be of a later epoch.
                     lineage.leader_epoch = -1;
+                }
+            }
+            if !e.commits.is_empty() {
+                if let Some((flow, _)) = &self.telemetry {
+                    flow.committed(e.first_sent.map_or(Duration::ZERO, |t| t.elapsed()));
                 }
             }
             for (j, pos) in e.commits {

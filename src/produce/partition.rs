@@ -18,6 +18,7 @@ use crate::batch::{self, RawBatch};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::TopicPartition;
 use crate::offset_map::{Lineage, Position};
+use crate::telemetry::PartitionMetrics;
 
 /// One batch (or position) on its way to the target.
 pub(super) struct Entry {
@@ -222,6 +223,8 @@ pub(super) struct Partition {
     /// starts the partition over on it (`Partition::start_over`) once its requests to the
     /// old one are back, and sends nothing meanwhile.
     pub new_log: bool,
+    /// The partition's series (`None` for the progress partition, or without telemetry).
+    pub metrics: Option<PartitionMetrics>,
 }
 
 impl Partition {
@@ -261,7 +264,19 @@ impl Partition {
             generation: 0,
             paused: false,
             new_log: false,
+            metrics: None,
         }
+    }
+
+    /// Records of the source partition the target has not acknowledged: from the
+    /// acknowledged position (or, while there is none, where fetching started) to the
+    /// source end. `None` until both are known.
+    pub fn lag(&self) -> Option<i64> {
+        let position = match self.acked.source_next {
+            next if next >= 0 => next,
+            _ => self.first_fetched,
+        };
+        (self.source_end >= 0 && position >= 0).then(|| (self.source_end - position).max(0))
     }
 
     pub fn idle(&self) -> bool {

@@ -22,12 +22,19 @@ pub struct Strait {
     pub config: PathBuf,
     pub log: PathBuf,
     allowed: Vec<String>,
+    /// Flags of `strait run` besides the config file (`--metrics-listen ADDR`).
+    run_args: Vec<String>,
     _dir: tempfile::TempDir,
 }
 
 impl Strait {
     /// Writes `config` to `strait.<ext>` and starts `strait run` on it.
     pub fn start(config: &str, ext: &str) -> Strait {
+        Strait::start_with(config, ext, &[])
+    }
+
+    /// [`Strait::start`] with flags of `strait run` (`--metrics-listen ADDR`).
+    pub fn start_with(config: &str, ext: &str, run_args: &[&str]) -> Strait {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(format!("strait.{ext}"));
         std::fs::write(&path, config).unwrap();
@@ -37,6 +44,7 @@ impl Strait {
             config: path,
             log,
             allowed: Vec::new(),
+            run_args: run_args.iter().map(|a| a.to_string()).collect(),
             _dir: dir,
         };
         s.restart();
@@ -52,6 +60,7 @@ impl Strait {
             .unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_strait"))
             .args(["--log-format", "json", "run", self.config.to_str().unwrap()])
+            .args(&self.run_args)
             .env("STRAIT_LOG", "info,strait=debug")
             .stdout(Stdio::null())
             .stderr(log)

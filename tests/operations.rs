@@ -1,0 +1,324 @@
+//! What an operator watches strait by, read as a monitoring system reads it: `/metrics`
+//! parsed by the Prometheus project's own client while strait replicates between real
+//! Kafka clusters, every MirrorMaker 2 series Strimzi's dashboard queries, a lag that is
+//! exactly the source end offset minus the target position while the target is down, and
+//! `/healthz` and `/readyz` telling the truth.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::kafka::{self, Cluster};
+use common::scrape::{self, Sample};
+use common::strait::Strait;
+use strait::kafka::TopicPartition;
+
+/// Every metric name Strimzi's `strimzi-kafka-mirror-maker-2.json` dashboard queries that a
+/// MirrorMaker 2 process (not the JVM, not the container runtime) exports, with what the
+/// dashboard selects it by.
+const DASHBOARD: &[&str] = &[
+    "kafka_connect_worker_connector_count",
+    "kafka_connect_worker_task_count",
+    "kafka_connect_mirror_mirrorsourceconnector_record_rate",
+    "kafka_connect_mirror_mirrorsourceconnector_byte_rate",
+    "kafka_connect_mirror_mirrorsourceconnector_record_age_ms",
+    "kafka_connect_mirror_mirrorsourceconnector_record_age_ms_avg",
+    "kafka_connect_mirror_mirrorsourceconnector_record_age_ms_min",
+    "kafka_connect_mirror_mirrorsourceconnector_record_age_ms_max",
+    "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms",
+    "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms_avg",
+    "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms_min",
+    "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms_max",
+    "kafka_consumer_fetch_manager_records_lag",
+    "kafka_consumer_incoming_byte_total",
+    "kafka_producer_outgoing_byte_total",
+    "kafka_connect_source_task_source_record_active_count",
+    "kafka_producer_buffer_available_bytes",
+    "kafka_connect_connector_task_offset_commit_avg_time_ms",
+    "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms",
+    "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms_avg",
+    "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms_min",
+    "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms_max",
+];
+
+fn config(source: &Cluster, target: &Cluster, topic: &str, extra: &str) -> String {
+    format!(
+        "clusters = s, t\ns.bootstrap.servers = {}\nt.bootstrap.servers = {}\ns->t.enabled = true\n\
+         s->t.topics = {topic}\nreplication.factor = 1\ninternal.topic.replication.factor = 1\n\
+         progress.commit.interval.ms = 500\n{extra}",
+        source.bootstrap, target.bootstrap
+    )
+}
+
+fn start(config: &str) -> (Strait, String) {
+    let addr = format!("127.0.0.1:{}", kafka::free_port());
+    let strait = Strait::start_with(config, "properties", &["--metrics-listen", &addr]);
+    (strait, addr)
+}
+
+/// The samples named `name` whose `topic` label is `topic`, by partition.
+fn by_partition(samples: &[Sample], name: &str, topic: &str) -> BTreeMap<i32, Option<f64>> {
+    samples
+        .iter()
+        .filter(|s| s.name == name && s.label("topic") == topic)
+        .map(|s| (s.label("partition").parse().unwrap(), s.value))
+        .collect()
+}
+
+/// Scrapes until `pred` accepts the samples; panics with the last scrape after `timeout`.
+fn scrape_until(
+    strait: &mut Strait,
+    addr: &str,
+    what: &str,
+    timeout: Duration,
+    pred: impl Fn(&[Sample]) -> bool,
+) -> Vec<Sample> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        strait.assert_running();
+        let samples = scrape::metrics(addr);
+        if pred(&samples) {
+            return samples;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {timeout:?}; last scrape: {samples:#?}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Probes `path` until it answers `status`; its body then.
+fn probe_until(addr: &str, path: &str, status: u64, what: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (got, body) = scrape::probe(addr, path);
+        if got == status {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: {path} answers {got} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+fn lag(samples: &[Sample], remote: &str) -> BTreeMap<i32, Option<f64>> {
+    by_partition(samples, "strait_lag_records", remote)
+}
+
+#[test]
+fn metrics_carry_every_series_of_mm2s_dashboard_and_count_what_was_replicated() {
+    let [source, target] = kafka::clusters();
+    let topic = kafka::unique("ops.metrics");
+    let remote = format!("s.{topic}");
+    kafka::create_topic(source, &topic, 3, &[]);
+    let produced = kafka::produce(source, &["--topic", &topic, "--count", "3000"]);
+    assert_eq!(produced.committed, 3000);
+    // A group that read part of the topic on the source: its checkpoints are measured.
+    let group = kafka::unique("ops-group");
+    assert_eq!(kafka::consume(source, &topic, &group, 100).len(), 100);
+    let extra = "emit.checkpoints.interval.seconds = 1\n";
+    let (mut strait, addr) = start(&config(source, target, &topic, extra));
+    common::strait::wait_for_records(
+        &mut strait,
+        target,
+        &remote,
+        3,
+        3000,
+        Duration::from_secs(60),
+    );
+
+    let samples = scrape_until(
+        &mut strait,
+        &addr,
+        "3000 records counted, lag 0",
+        Duration::from_secs(30),
+        |s| {
+            let counted: f64 = by_partition(
+                s,
+                "kafka_connect_mirror_mirrorsourceconnector_record_count",
+                &remote,
+            )
+            .values()
+            .map(|v| v.unwrap_or(0.0))
+            .sum();
+            let lag = lag(s, &remote);
+            let checkpointed = s.iter().any(|s| {
+                s.name == "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms"
+                    && s.label("group") == group
+            });
+            counted == 3000.0
+                && lag.len() == 3
+                && lag.values().all(|v| *v == Some(0.0))
+                && checkpointed
+        },
+    );
+    for name in DASHBOARD {
+        assert!(
+            samples.iter().any(|s| s.name == *name),
+            "no series {name} (Strimzi's MM2 dashboard queries it)"
+        );
+    }
+    // MM2's per-partition series: its tags, the remote topic name, every partition.
+    for name in [
+        "record_count",
+        "record_rate",
+        "byte_count",
+        "byte_rate",
+        "record_age_ms_max",
+        "replication_latency_ms_avg",
+    ] {
+        let name = format!("kafka_connect_mirror_mirrorsourceconnector_{name}");
+        let found: Vec<&Sample> = samples
+            .iter()
+            .filter(|s| s.name == name && s.label("topic") == remote)
+            .collect();
+        assert_eq!(found.len(), 3, "{name}: {found:?}");
+        for s in found {
+            assert_eq!((s.label("source"), s.label("target")), ("s", "t"), "{s:?}");
+            assert!(s.value.is_some_and(|v| v >= 0.0), "{s:?}");
+        }
+    }
+    // The lag panel's series: the replication consumer's client id, the source topic's name
+    // with `.` as `_` (as the Java consumer tags it).
+    let consumer: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| {
+            s.name == "kafka_consumer_fetch_manager_records_lag"
+                && s.label("topic") == topic.replace('.', "_")
+        })
+        .collect();
+    assert_eq!(consumer.len(), 3, "{consumer:?}");
+    assert!(consumer
+        .iter()
+        .all(|s| s.label("clientid").ends_with("replication-consumer") && s.value == Some(0.0)));
+    // Record batch bytes, the batches being forwarded as they are (no coalescing by default).
+    let name = "kafka_connect_mirror_mirrorsourceconnector_byte_count";
+    let bytes = by_partition(&samples, name, &remote);
+    for p in 0..3 {
+        let batches = common::strait::raw_batches(source, &TopicPartition::new(topic.as_str(), p));
+        let want: usize = batches.iter().map(|b| b.len()).sum();
+        assert_eq!(bytes[&p], Some(want as f64), "byte_count of partition {p}");
+    }
+    let states: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| s.name == "strait_partition_state" && s.label("topic") == remote)
+        .collect();
+    assert_eq!(states.len(), 9, "three states per partition: {states:?}");
+    assert!(states
+        .iter()
+        .all(|s| s.value == Some(f64::from(u8::from(s.label("state") == "replicating")))));
+
+    let (status, body) = scrape::probe(&addr, "/healthz");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = scrape::probe(&addr, "/readyz");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["flows"][0]["flow"], "s->t", "{body}");
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
+#[test]
+fn lag_is_the_source_end_minus_the_target_position_while_the_target_is_down() {
+    let [source, _] = kafka::clusters();
+    let target = Cluster::start("ops-target", &[]);
+    let topic = kafka::unique("ops.lag");
+    let remote = format!("s.{topic}");
+    kafka::create_topic(source, &topic, 2, &[]);
+    let produce = |first: &str, count: &str| {
+        kafka::produce(
+            source,
+            &["--topic", &topic, "--first", first, "--count", count],
+        );
+    };
+    produce("0", "1000");
+    let extra = "t.request.timeout.ms = 3000\nemit.checkpoints.enabled = false\n";
+    let (strait, addr) = start(&config(source, &target, &topic, extra));
+    // While the target is down: strait redials it, its requests in flight fail, the
+    // heartbeat and metadata refresh that fall due fail, the target's refusals pause fetching.
+    let mut strait = strait.allow(&[
+        "cannot reach target broker",
+        "produce request failed; will resend",
+        "its fetching paused",
+        "target metadata refresh failed",
+        "heartbeat not written",
+        "the target keeps refusing the partition",
+        "no bootstrap server reachable",
+    ]);
+    common::strait::wait_for_records(
+        &mut strait,
+        &target,
+        &remote,
+        2,
+        1000,
+        Duration::from_secs(60),
+    );
+    let caught_up = |s: &[Sample]| {
+        let lag = lag(s, &remote);
+        lag.len() == 2 && lag.values().all(|v| *v == Some(0.0))
+    };
+    scrape_until(
+        &mut strait,
+        &addr,
+        "lag 0",
+        Duration::from_secs(30),
+        caught_up,
+    );
+    let written = kafka::end_offsets(&target, &remote);
+
+    target.stop();
+    produce("1000", "500");
+    let source_end: BTreeMap<i32, f64> = kafka::end_offsets(source, &topic)
+        .into_iter()
+        .map(|(p, o)| (p, o as f64))
+        .collect();
+    let want: BTreeMap<i32, Option<f64>> = written
+        .iter()
+        .map(|(p, o)| (*p, Some(source_end[p] - *o as f64)))
+        .collect();
+    assert_eq!(want.values().map(|v| v.unwrap()).sum::<f64>(), 500.0);
+    scrape_until(
+        &mut strait,
+        &addr,
+        "lag = source end - target position",
+        Duration::from_secs(30),
+        |s| lag(s, &remote) == want,
+    );
+    // Not ready once nothing is acknowledged for longer than the request timeout; alive.
+    let body = probe_until(&addr, "/readyz", 503, "not ready with the target down");
+    let reason = body["flows"][0]["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(reason.starts_with("target:"), "{body}");
+    let (status, body) = scrape::probe(&addr, "/healthz");
+    assert_eq!(status, 200, "{body}");
+    // Its lag in seconds is the age of the oldest record waiting.
+    let seconds = by_partition(&scrape::metrics(&addr), "strait_lag_seconds", &remote);
+    assert!(
+        seconds.values().any(|v| v.is_some_and(|v| v > 0.0)),
+        "{seconds:?}"
+    );
+
+    target.start_again();
+    scrape_until(
+        &mut strait,
+        &addr,
+        "lag 0 again",
+        Duration::from_secs(90),
+        caught_up,
+    );
+    probe_until(&addr, "/readyz", 200, "ready after the target came back");
+    common::strait::wait_for_records(
+        &mut strait,
+        &target,
+        &remote,
+        2,
+        1500,
+        Duration::from_secs(30),
+    );
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+    target.stop();
+}
