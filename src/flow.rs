@@ -983,7 +983,7 @@ fn pace(
 /// Whether the flow copies source topic `topic`: the filter selects it (or it holds
 /// heartbeats), it is not internal, and it did not come from the flow's own target (no
 /// cycles in A<->B).
-fn replicates(flow: &FlowConfig, topic: &str) -> bool {
+pub(crate) fn replicates(flow: &FlowConfig, topic: &str) -> bool {
     // Heartbeats travel whatever the filter says (MM2's heartbeats.replication.enabled).
     (flow.topics.matches(topic) || flow.policy.is_heartbeats_topic(topic))
         && !flow.policy.is_internal_topic(topic)

@@ -42,6 +42,8 @@
 //! - [`produce`]: the target side. The engine loop (requests, responses, producer recovery)
 //!   in [`produce`] · `partition` (each partition's queue, sequences and what each Produce
 //!   answer means, no I/O).
+//! - [`inspect`]: answers from what the flows wrote, without a running instance: translated
+//!   group offsets (`strait translate-offsets`) and replication status (`strait status`).
 //! - [`flow`]: composition only: one `source->target` link wired from the parts above, and
 //!   the one shutdown path. `main.rs` is the command line and maps errors to exit codes.
 #![forbid(unsafe_code)]
@@ -51,6 +53,7 @@ pub mod config;
 pub mod fetch;
 pub mod filter;
 pub mod flow;
+pub mod inspect;
 pub mod kafka;
 pub mod mm2;
 pub mod offset_map;

@@ -40,6 +40,32 @@ enum Command {
     },
     /// Validate the config file and reach every cluster it names.
     Check { config: PathBuf },
+    /// Per flow and partition: the source end offset, the committed position, the lag (read
+    /// from the clusters; no running instance needed).
+    Status {
+        config: PathBuf,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Where a consumer group resumes on the target, from the flows' latest checkpoints
+    /// (what MM2's RemoteClusterUtils.translateOffsets returns).
+    TranslateOffsets {
+        config: PathBuf,
+        /// The consumer group.
+        #[arg(long)]
+        group: String,
+        /// Only this topic (its source or remote name).
+        #[arg(long)]
+        topic: Option<String>,
+        /// JSON instead of a table.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// `topic,partition,offset` lines, as `kafka-consumer-groups --reset-offsets
+        /// --from-file` reads them.
+        #[arg(long)]
+        csv: bool,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -74,7 +100,10 @@ fn main() -> ExitCode {
         }
     };
     let path = match &cli.command {
-        Command::Run { config, .. } | Command::Check { config } => config.clone(),
+        Command::Run { config, .. }
+        | Command::Check { config }
+        | Command::Status { config, .. }
+        | Command::TranslateOffsets { config, .. } => config.clone(),
     };
     // `load` logs each warning itself, for `run` and `check` alike.
     let config = match strait::config::load(&path) {
@@ -87,6 +116,20 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run { metrics_listen, .. } => runtime.block_on(run(config, metrics_listen)),
         Command::Check { .. } => runtime.block_on(check(config)),
+        Command::Status { json, .. } => runtime.block_on(status(config, json)),
+        Command::TranslateOffsets {
+            group,
+            topic,
+            json,
+            csv,
+            ..
+        } => runtime.block_on(translate_offsets(
+            config,
+            &group,
+            topic.as_deref(),
+            json,
+            csv,
+        )),
     };
     // A task still hanging (the shutdown deadline passed) must not hold the exit.
     runtime.shutdown_background();
@@ -224,6 +267,81 @@ impl std::fmt::Display for Signal {
             Signal::Int => "SIGINT",
         })
     }
+}
+
+async fn status(config: strait::config::Config, json: bool) -> anyhow::Result<()> {
+    let flows = strait::inspect::status(&config).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&flows)?);
+        return Ok(());
+    }
+    let or_dash = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+    for flow in flows {
+        let ago = flow.last_commit_age_ms.map_or("never".to_string(), |ms| {
+            format!("{:.1} s ago", ms as f64 / 1000.0)
+        });
+        let lag: i64 = flow.partitions.iter().filter_map(|p| p.lag).sum();
+        println!("flow {}: last commit {ago}, lag {lag}", flow.flow);
+        let rows: Vec<Vec<String>> = flow
+            .partitions
+            .iter()
+            .map(|p| {
+                vec![
+                    p.topic.clone(),
+                    p.partition.to_string(),
+                    p.remote_topic.clone(),
+                    or_dash(p.source_end),
+                    or_dash(p.committed),
+                    or_dash(p.target_committed),
+                    or_dash(p.lag),
+                ]
+            })
+            .collect();
+        let header = [
+            "TOPIC",
+            "PARTITION",
+            "REMOTE TOPIC",
+            "SOURCE END",
+            "COMMITTED",
+            "TARGET OFFSET",
+            "LAG",
+        ];
+        print!("{}", strait::inspect::table(&header, &rows));
+    }
+    Ok(())
+}
+
+async fn translate_offsets(
+    config: strait::config::Config,
+    group: &str,
+    topic: Option<&str>,
+    json: bool,
+    csv: bool,
+) -> anyhow::Result<()> {
+    let offsets = strait::inspect::translate_offsets(&config, group, topic).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&offsets)?);
+    } else if csv {
+        for o in &offsets {
+            println!("{},{},{}", o.topic, o.partition, o.offset);
+        }
+    } else {
+        let rows: Vec<Vec<String>> = offsets
+            .iter()
+            .map(|o| {
+                vec![
+                    o.flow.clone(),
+                    o.topic.clone(),
+                    o.partition.to_string(),
+                    o.offset.to_string(),
+                    o.source_offset.to_string(),
+                ]
+            })
+            .collect();
+        let header = ["FLOW", "TOPIC", "PARTITION", "OFFSET", "SOURCE OFFSET"];
+        print!("{}", strait::inspect::table(&header, &rows));
+    }
+    Ok(())
 }
 
 async fn check(config: strait::config::Config) -> anyhow::Result<()> {

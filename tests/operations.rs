@@ -322,3 +322,155 @@ fn lag_is_the_source_end_minus_the_target_position_while_the_target_is_down() {
     assert!(strait.terminate().success(), "{}", strait.log_text());
     target.stop();
 }
+
+/// `strait ARGS`' standard output; the command must succeed.
+fn cli_stdout(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))
+        .args(args)
+        .output()
+        .expect("running strait");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "strait {args:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+#[test]
+fn status_and_translate_offsets_agree_with_kafkas_own_tools() {
+    let [source, target] = kafka::clusters();
+    let topic = kafka::unique("ops.inspect");
+    let remote = format!("s.{topic}");
+    let group = kafka::unique("ops-inspect-group");
+    kafka::create_topic(source, &topic, 2, &[]);
+    kafka::produce(source, &["--topic", &topic, "--count", "2000"]);
+    assert_eq!(kafka::consume(source, &topic, &group, 700).len(), 700);
+    let text = config(
+        source,
+        target,
+        &topic,
+        "emit.checkpoints.interval.seconds = 1\n",
+    );
+    let (mut strait, _) = start(&text);
+    let path = strait.config.to_str().unwrap().to_string();
+    // Wait for RemoteClusterUtils (the real connect-mirror-client) to see a checkpoint of
+    // every partition the group committed on the source.
+    let partitions = kafka::committed_offsets(source, &group).len();
+    assert!(partitions > 0);
+    let mm2 = strait.wait_until("checkpoints of the group", Duration::from_secs(60), || {
+        let found = kafka::translate_offsets(target, "s", &group);
+        (found.len() == partitions).then_some(found)
+    });
+    common::strait::wait_for_records(
+        &mut strait,
+        target,
+        &remote,
+        2,
+        2000,
+        Duration::from_secs(60),
+    );
+
+    // translate-offsets: RemoteClusterUtils' answer, as CSV and as JSON.
+    let csv = cli_stdout(&["translate-offsets", &path, "--group", &group, "--csv"]);
+    let mut ours: Vec<(String, i32, i64)> = csv
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (
+                f[0].to_string(),
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+            )
+        })
+        .collect();
+    ours.sort();
+    let mut theirs = mm2.clone();
+    theirs.sort();
+    assert_eq!(
+        ours, theirs,
+        "strait translate-offsets vs RemoteClusterUtils.translateOffsets"
+    );
+    let json: serde_json::Value = serde_json::from_str(&cli_stdout(&[
+        "translate-offsets",
+        &path,
+        "--group",
+        &group,
+        "--topic",
+        &topic,
+        "--json",
+    ]))
+    .unwrap();
+    assert_eq!(json.as_array().unwrap().len(), partitions, "{json}");
+    let table = cli_stdout(&["translate-offsets", &path, "--group", &group]);
+    assert!(
+        table.starts_with("FLOW") && table.contains(&remote),
+        "{table}"
+    );
+    // The CSV is what kafka-consumer-groups --reset-offsets --from-file reads: the group
+    // (inactive on the target) takes those offsets.
+    let (_dir, file) = common::strait::config_file("offsets.csv", &csv);
+    kafka::tool(
+        "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+        &[
+            "--bootstrap-server",
+            &target.bootstrap,
+            "--group",
+            &group,
+            "--reset-offsets",
+            "--from-file",
+            common::strait::arg(&file),
+            "--execute",
+        ],
+    );
+    let mut committed = kafka::committed_offsets(target, &group);
+    committed.sort();
+    assert_eq!(
+        committed, theirs,
+        "the group's offsets on the target after the reset"
+    );
+
+    // status: the source end offsets as GetOffsetShell gives them, the committed position
+    // there once caught up, the target offsets as GetOffsetShell gives them.
+    let source_end = kafka::end_offsets(source, &topic);
+    let target_end = kafka::end_offsets(target, &remote);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let flow = loop {
+        let all: serde_json::Value =
+            serde_json::from_str(&cli_stdout(&["status", &path, "--json"])).unwrap();
+        let flow = all[0].clone();
+        let ours: Vec<&serde_json::Value> = flow["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["topic"] == topic.as_str())
+            .collect();
+        let caught_up = ours.len() == 2 && ours.iter().all(|p| p["lag"] == 0);
+        if caught_up {
+            break flow;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "status never caught up: {flow:#}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for (p, end) in &source_end {
+        let row = flow["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["topic"] == topic.as_str() && r["partition"] == *p)
+            .unwrap();
+        assert_eq!(row["source_end"], *end, "{row}");
+        assert_eq!(row["committed"], *end, "{row}");
+        assert_eq!(row["remote_topic"], remote.as_str(), "{row}");
+        let want = target_end.iter().find(|(tp, _)| tp == p).unwrap().1;
+        assert_eq!(row["target_committed"], want, "{row}");
+    }
+    assert!(flow["last_commit_age_ms"].as_i64().is_some(), "{flow}");
+    let table = cli_stdout(&["status", &path]);
+    assert!(table.starts_with("flow s->t: last commit"), "{table}");
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
