@@ -55,7 +55,8 @@ step "strait check /mm2.properties, in the empty root"
 "${in_root[@]}" /strait check /mm2.properties || die "strait check failed in the empty root"
 
 step "strait run /mm2.properties, in the empty root, until source.orders holds $RECORDS records"
-"${in_root[@]}" /strait run /mm2.properties 2>"$WORK/strait.log" &
+METRICS=127.0.0.1:$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"${in_root[@]}" /strait run --metrics-listen "$METRICS" /mm2.properties 2>"$WORK/strait.log" &
 STRAIT_PID=$!
 have=0
 for _ in $(seq 1 60); do
@@ -66,6 +67,11 @@ for _ in $(seq 1 60); do
     [[ "$have" -ge "$RECORDS" ]] && break
 done
 [[ "$have" -ge "$RECORDS" ]] || { tail -n 30 "$WORK/strait.log"; die "source.orders holds $have of $RECORDS"; }
+step "its /readyz and /metrics, from outside the root"
+curl -fsS "http://$METRICS/readyz" || die "/readyz did not answer 200"
+echo
+curl -fsS "http://$METRICS/metrics" | grep -c '^kafka_connect_mirror_mirrorsourceconnector_record_count{' \
+    || die "/metrics has no record_count series"
 kill -TERM "$STRAIT_PID"
 rc=0
 wait "$STRAIT_PID" || rc=$?
