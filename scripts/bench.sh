@@ -9,8 +9,9 @@
 #   --quick       --runs 1 --records 150000 and short latency windows, unless given explicitly
 #   --out DIR     where results.jsonl, table.md and the logs go (default: a new temp dir)
 #   --only LIST   comma-separated replicators to run: strait,strait-coalesce,mm2-default,mm2-tuned,
-#                 strait-tls,mm2-tuned-tls (default the first four; strait-coalesce is strait with
-#                 produce.coalesce.bytes = 262144; the -tls ones connect to both clusters over TLS,
+#                 strait-tls,mm2-tuned-tls,strait-metrics (default the first four; strait-coalesce
+#                 is strait with produce.coalesce.bytes = 262144; strait-metrics is strait serving
+#                 /metrics, scraped every second while it runs; the -tls ones connect to both clusters over TLS,
 #                 to SSL listeners the brokers then get, with a test CA made by openssl)
 #   --no-latency  skip the end-to-end latency phase
 #
@@ -55,7 +56,7 @@ fi
 [[ "$RUNS" =~ ^[1-9][0-9]*$ && "$RECORDS" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: bad --runs/--records" >&2; exit 2; }
 IFS=, read -r -a REPLICATORS <<<"$ONLY"
 for r in "${REPLICATORS[@]}"; do
-    case "$r" in strait|strait-coalesce|mm2-default|mm2-tuned|strait-tls|mm2-tuned-tls) ;; *) echo "bench.sh: unknown replicator $r" >&2; exit 2 ;; esac
+    case "$r" in strait|strait-coalesce|mm2-default|mm2-tuned|strait-tls|mm2-tuned-tls|strait-metrics) ;; *) echo "bench.sh: unknown replicator $r" >&2; exit 2 ;; esac
 done
 TLS=0
 [[ ",$ONLY," != *-tls,* ]] || TLS=1
@@ -311,9 +312,19 @@ write_config() {
 
 # launch REPLICATOR CONFIG LOG: starts it in the background; sets LAUNCHED_PID and LAUNCHED_MS.
 launch() {
-    local r="$1" cfg="$2" logf="$3" t
+    local r="$1" cfg="$2" logf="$3" t pid=""
     t="$(now_ms)"
-    if [[ "$r" == strait* ]]; then
+    if [[ "$r" == strait-metrics ]]; then
+        local addr
+        addr="127.0.0.1:$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+        "$STRAIT" run --metrics-listen "$addr" "$cfg" >"$logf" 2>&1 &
+        local pid=$!
+        # A scraper far more eager than Prometheus' usual 15-30 s: every second.
+        (while kill -0 "$pid" 2>/dev/null; do
+            curl -fsS "http://$addr/metrics" >/dev/null 2>&1 || true
+            sleep 1
+        done) &
+    elif [[ "$r" == strait* ]]; then
         "$STRAIT" run "$cfg" >"$logf" 2>&1 &
     else
         local clusters
@@ -321,7 +332,7 @@ launch() {
         MM2_CLUSTERS="$clusters" MM2_LOG="$logf" "$MM2" run "$cfg" "${MM2_JAVA_OPTS[@]}" \
             >"$logf.out" 2>&1 &
     fi
-    LAUNCHED_PID=$!
+    LAUNCHED_PID="${pid:-$!}"
     LAUNCHED_MS="$t"
     PIDS+=("$LAUNCHED_PID")
 }
@@ -349,7 +360,8 @@ remove_run_topics() { # SRC_ALIAS TGT_ALIAS [SOURCE_TOPIC]
 short_of() {
     case "$1" in
         strait) echo st ;; strait-coalesce) echo sc ;; mm2-default) echo md ;; mm2-tuned) echo mt ;;
-        strait-tls) echo sx ;; mm2-tuned-tls) echo mx ;; direct) echo dr ;;
+        strait-tls) echo sx ;; mm2-tuned-tls) echo mx ;; strait-metrics) echo sm ;;
+        direct) echo dr ;;
     esac
 }
 
@@ -447,7 +459,7 @@ if ((LATENCY)); then
         for r in direct "${REPLICATORS[@]}"; do
             # Coalescing only acts on a backlog; at a steady load it is plain strait. TLS is
             # measured for its cost in catch-up only.
-            [[ "$r" == strait-coalesce || "$r" == *-tls ]] || latency_run "$r" "$run" "$rate"
+            [[ "$r" == strait-coalesce || "$r" == strait-metrics || "$r" == *-tls ]] || latency_run "$r" "$run" "$rate"
         done
     done
 fi

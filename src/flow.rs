@@ -69,10 +69,12 @@ pub enum TaskEnd {
 }
 
 /// Runs every enabled flow until `shutdown` is cancelled, then drains and commits; each
-/// reports its series and health to `telemetry`.
+/// reports its series and health to `telemetry`, and applies the settings that change live
+/// ([`restart_only_changes`] names the others) from each config `updates` brings.
 pub async fn run(
     config: Config,
     telemetry: Arc<Telemetry>,
+    updates: watch::Receiver<Config>,
     shutdown: CancellationToken,
 ) -> Result<(), FlowError> {
     let mut tasks = JoinSet::new();
@@ -102,8 +104,9 @@ pub async fn run(
             metrics: telemetry.metrics.flow(&flow.source, &flow.target),
             health: health.clone(),
         };
-        let task =
-            tasks.spawn(async move { run_flow(flow, source, target, reports, shutdown).await });
+        let updates = updates.clone();
+        let task = tasks
+            .spawn(async move { run_flow(flow, source, target, reports, updates, shutdown).await });
         names.insert(task.id(), (name, health));
     }
     let mut first_error = None;
@@ -250,6 +253,7 @@ async fn run_flow(
     source: Arc<Cluster>,
     target: Arc<Cluster>,
     reports: Reports,
+    updates: watch::Receiver<Config>,
     shutdown: CancellationToken,
 ) -> Result<(), FlowError> {
     let name = format!("{}->{}", flow.source, flow.target);
@@ -257,7 +261,7 @@ async fn run_flow(
         flow: name.clone(),
         source,
     };
-    let (mut running, started) = start(&flow, &source, &target, &reports)
+    let (mut running, started) = start(&flow, &source, &target, &reports, updates)
         .await
         .map_err(fail)?;
     tracing::info!(flow = %name, partitions = running.resume.len(), "progress restored");
@@ -325,6 +329,8 @@ struct Running {
     create_progress: bool,
     /// Told when a task ends.
     health: Arc<FlowHealth>,
+    /// The checkpoint task's group filter, changed by a config reload.
+    groups: watch::Sender<crate::filter::GroupFilter>,
     progress_topic: String,
 }
 
@@ -335,6 +341,8 @@ struct Started {
     /// Remote topics the produce engine found missing on the target, for topic sync to
     /// check and create again.
     missing: mpsc::UnboundedReceiver<String>,
+    /// Config reloads.
+    updates: watch::Receiver<Config>,
 }
 
 /// Restores the flow's state and starts its engines and background tasks. Also returns
@@ -344,6 +352,7 @@ async fn start(
     source: &Arc<Cluster>,
     target: &Arc<Cluster>,
     reports: &Reports,
+    updates: watch::Receiver<Config>,
 ) -> Result<(Running, Started), KafkaError> {
     let progress_topic = progress::topic_name(&flow.source);
     let (syncs_cluster, syncs_topic) = match flow.offset_syncs_location {
@@ -451,11 +460,13 @@ async fn start(
         ),
     );
     let side_shutdown = CancellationToken::new();
+    let (groups, groups_rx) = watch::channel(flow.groups.clone());
     let side = spawn_side_tasks(
         flow,
         (source, target),
         &translations,
         reports,
+        groups_rx,
         &side_shutdown,
     );
     let running = Running {
@@ -474,12 +485,14 @@ async fn start(
         create_progress,
         progress_topic,
         health: reports.health.clone(),
+        groups,
     };
     Ok((
         running,
         Started {
             first_discovery,
             missing,
+            updates,
         },
     ))
 }
@@ -491,6 +504,7 @@ fn spawn_side_tasks(
     (source, target): (&Arc<Cluster>, &Arc<Cluster>),
     translations: &Translations,
     reports: &Reports,
+    groups: watch::Receiver<crate::filter::GroupFilter>,
     shutdown: &CancellationToken,
 ) -> Tasks {
     let mut tasks = Tasks::default();
@@ -510,7 +524,7 @@ fn spawn_side_tasks(
     if flow.emit_checkpoints.enabled {
         let config = CheckpointConfig {
             source_alias: flow.source.clone(),
-            groups: flow.groups.clone(),
+            groups,
             policy: flow.policy.clone(),
             interval: Duration::from_millis(flow.emit_checkpoints.interval_ms),
             sync_group_offsets: flow
@@ -540,7 +554,7 @@ fn spawn_side_tasks(
 /// watch over the flow's tasks. Returns the
 /// error that ends the flow early, if any.
 async fn control(
-    flow: &FlowConfig,
+    initial: &FlowConfig,
     name: &str,
     source: &Cluster,
     target: &Cluster,
@@ -553,6 +567,8 @@ async fn control(
         source,
     };
     let sync_interval = |ms: u64| Duration::from_millis(ms.max(MIN_SYNC_INTERVAL_MS));
+    // What a config reload changes live (`Reload::apply`).
+    let mut flow = initial.clone();
     let mut known: HashMap<String, i32> = HashMap::new();
     let mut refresh = tokio::time::interval(Duration::from_millis(flow.refresh_topics_interval_ms));
     let mut config_sync = tokio::time::interval(sync_interval(flow.sync_topic_configs.interval_ms));
@@ -567,6 +583,7 @@ async fn control(
     let Started {
         first_discovery,
         mut missing,
+        mut updates,
     } = started;
     let mut discovered = Some(first_discovery);
     // Per remote topic whose re-creation failed: not before this instant again.
@@ -575,7 +592,7 @@ async fn control(
         match discovered.take().map(|found| {
             found.map(|found| {
                 assign(
-                    flow,
+                    &flow,
                     found,
                     &running.resume,
                     &mut known,
@@ -610,10 +627,39 @@ async fn control(
         }
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
-            _ = refresh.tick() => discovered = Some(discover(flow, source, target, &known).await),
+            _ = refresh.tick() => discovered = Some(discover(&flow, source, target, &known).await),
+            Ok(()) = updates.changed() => {
+                let config = updates.borrow_and_update().clone();
+                let Some(new) = config.flows.iter().find(|f| (&f.source, &f.target) == (&flow.source, &flow.target)) else {
+                    continue;
+                };
+                let change = Reload::apply(&mut flow, new);
+                if change != Reload::default() {
+                    tracing::info!(flow = %name, topics = change.topics, groups = change.groups, refresh_topics_interval = change.refresh, "config reloaded: applying the settings that change live");
+                }
+                if change.topics {
+                    for (topic, partitions) in known.extract_if(|t, _| !replicates(&flow, t)) {
+                        for p in 0..partitions {
+                            let tp = TopicPartition::new(topic.as_str(), p);
+                            running.fetcher.forget(tp.clone());
+                            let _ = running.commands.send(Command::Unroute(tp));
+                        }
+                        tracing::info!(flow = %name, topic = %topic, partitions, "no longer replicating: the reloaded topic filter leaves it out (what was written stays; the committed position is kept)");
+                    }
+                    // New topics start now, not a refresh interval later.
+                    discovered = Some(discover(&flow, source, target, &known).await);
+                }
+                if change.groups {
+                    running.groups.send_replace(flow.groups.clone());
+                }
+                if change.refresh {
+                    refresh = tokio::time::interval(Duration::from_millis(flow.refresh_topics_interval_ms));
+                    refresh.tick().await;
+                }
+            }
             _ = config_sync.tick(), if flow.sync_topic_configs.enabled => {
                 let topics: Vec<String> = known.keys().cloned().collect();
-                if let Err(e) = sync_configs(flow, source, target, &topics).await {
+                if let Err(e) = sync_configs(&flow, source, target, &topics).await {
                     tracing::warn!(flow = %name, error = %e, "topic config sync failed; retrying at the next interval");
                 }
             }
@@ -631,7 +677,7 @@ async fn control(
                 let now = tokio::time::Instant::now();
                 asked.retain(|t| recreate_after.get(t).is_none_or(|(at, _)| *at <= now));
                 if !asked.is_empty() {
-                    let failed = match recreate(flow, source, target, &known, &asked).await {
+                    let failed = match recreate(&flow, source, target, &known, &asked).await {
                         Ok(recreated) => {
                             if !recreated.created.is_empty() && flow.sync_topic_acls.enabled {
                                 if let Err(e) = sync_acls(source, target, &flow.policy, &flow.source, &recreated.created).await {
@@ -959,6 +1005,72 @@ async fn sync_configs(
     Ok(())
 }
 
+/// What a config reload changes in a running flow: the settings that change live.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Reload {
+    /// `topics`, `topics.exclude`: topics the filter now leaves out stop (what was written
+    /// stays, the committed position is kept), new ones start.
+    topics: bool,
+    /// `groups`, `groups.exclude`: from the checkpoint task's next round.
+    groups: bool,
+    /// `refresh.topics.interval.seconds`.
+    refresh: bool,
+}
+
+impl Reload {
+    /// Copies the settings of `new` that change live into `flow`; what changed.
+    fn apply(flow: &mut FlowConfig, new: &FlowConfig) -> Reload {
+        let change = Reload {
+            topics: flow.topics != new.topics,
+            groups: flow.groups != new.groups,
+            refresh: flow.refresh_topics_interval_ms != new.refresh_topics_interval_ms,
+        };
+        flow.topics = new.topics.clone();
+        flow.groups = new.groups.clone();
+        flow.refresh_topics_interval_ms = new.refresh_topics_interval_ms;
+        change
+    }
+}
+
+/// What differs between the running config and a reloaded one that only a restart applies:
+/// one line per cluster or flow, naming it (empty when a reload applies everything).
+pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    let aliases = |c: &Config| c.clusters.keys().cloned().collect::<BTreeSet<_>>();
+    for alias in aliases(old).union(&aliases(new)) {
+        if old.clusters.get(alias) != new.clusters.get(alias) {
+            out.push(format!(
+                "cluster {alias}: its connection settings changed (or it was added or removed)"
+            ));
+        }
+    }
+    let key = |f: &FlowConfig| (f.source.clone(), f.target.clone());
+    for f in &new.flows {
+        match old.flows.iter().find(|o| key(o) == key(f)) {
+            None => out.push(format!("flow {}->{}: enabled", f.source, f.target)),
+            Some(o) => {
+                let mut live = o.clone();
+                Reload::apply(&mut live, f);
+                // Its default names the topic filter (`<topics>`): the producer keeps the id
+                // it registered until a restart, which is no reason to warn.
+                live.fencing_transactional_id = f.fencing_transactional_id.clone();
+                if live != *f {
+                    out.push(format!(
+                        "flow {}->{}: settings other than topics, topics.exclude, groups, groups.exclude and refresh.topics.interval.seconds changed",
+                        f.source, f.target
+                    ));
+                }
+            }
+        }
+    }
+    for o in &old.flows {
+        if !new.flows.iter().any(|f| key(f) == key(o)) {
+            out.push(format!("flow {}->{}: disabled", o.source, o.target));
+        }
+    }
+    out
+}
+
 /// Records per second acknowledged between two status lines (`(when, records so far)`), and
 /// the seconds the `lag` takes at that rate: `None` while nothing moves and there is a lag,
 /// 0 without one.
@@ -998,6 +1110,47 @@ mod tests {
     use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
     use kafka_protocol::messages::{CreateTopicsResponse, RequestKind, ResponseKind, TopicName};
     use kafka_protocol::protocol::StrBytes;
+
+    fn parsed(extra: &str) -> Config {
+        let text = format!(
+            "clusters = a, b\na.bootstrap.servers = 127.0.0.1:9092\nb.bootstrap.servers = 127.0.0.1:9093\n\
+             a->b.enabled = true\n{extra}"
+        );
+        crate::config::parse_properties(&text, "mm2.properties")
+            .unwrap()
+            .0
+    }
+
+    #[test]
+    fn a_reload_applies_filters_live_and_names_what_takes_a_restart() {
+        let old = parsed("topics = orders\n");
+        let live = parsed(
+            "topics = orders, payments\ngroups = billing\nrefresh.topics.interval.seconds = 1\n",
+        );
+        assert_eq!(restart_only_changes(&old, &live), Vec::<String>::new());
+        let mut flow = old.flows[0].clone();
+        let change = Reload::apply(&mut flow, &live.flows[0]);
+        assert_eq!(
+            change,
+            Reload {
+                topics: true,
+                groups: true,
+                refresh: true
+            }
+        );
+        assert!(replicates(&flow, "payments") && !replicates(&old.flows[0], "payments"));
+        assert_eq!(Reload::apply(&mut flow, &live.flows[0]), Reload::default());
+
+        let restart = parsed("topics = orders\nfetch.max.bytes = 1024\nb->a.enabled = true\nb.bootstrap.servers = 127.0.0.1:9094\n");
+        assert_eq!(
+            restart_only_changes(&old, &restart),
+            [
+                "cluster b: its connection settings changed (or it was added or removed)",
+                "flow a->b: settings other than topics, topics.exclude, groups, groups.exclude and refresh.topics.interval.seconds changed",
+                "flow b->a: enabled",
+            ]
+        );
+    }
 
     #[test]
     fn the_status_line_gives_the_rate_and_the_time_the_lag_takes_at_it() {
@@ -1050,7 +1203,12 @@ mod tests {
         let telemetry = Arc::new(Telemetry::default());
         let ended = tokio::time::timeout(
             Duration::from_secs(30),
-            run(config, telemetry.clone(), shutdown),
+            run(
+                config.clone(),
+                telemetry.clone(),
+                watch::channel(config).1,
+                shutdown,
+            ),
         )
         .await;
         let Ok(Err(e)) = ended else {
@@ -1095,7 +1253,8 @@ mod tests {
         );
         let (config, _) = crate::config::parse_properties(&text, "mm2.properties").unwrap();
         let shutdown = CancellationToken::new();
-        let flows = tokio::spawn(run(config, Arc::default(), shutdown.clone()));
+        let updates = watch::channel(config.clone()).1;
+        let flows = tokio::spawn(run(config, Arc::default(), updates, shutdown.clone()));
         let created = || target.received_of(kafka_protocol::messages::ApiKey::CreateTopics);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         while created().len() < 2 && !flows.is_finished() {

@@ -114,7 +114,7 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run { metrics_listen, .. } => runtime.block_on(run(config, metrics_listen)),
+        Command::Run { metrics_listen, .. } => runtime.block_on(run(config, &path, metrics_listen)),
         Command::Check { .. } => runtime.block_on(check(config)),
         Command::Status { json, .. } => runtime.block_on(status(config, json)),
         Command::TranslateOffsets {
@@ -168,6 +168,7 @@ const SHUTDOWN_MARGIN: Duration = Duration::from_secs(10);
 /// signal exits at once; a drain still running at the deadline is cut short.
 async fn run(
     config: strait::config::Config,
+    path: &std::path::Path,
     metrics_listen: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<()> {
     let mut signals = Signals::new()?;
@@ -191,15 +192,22 @@ async fn run(
             shutdown.child_token(),
         ));
     }
-    let flows = strait::flow::run(config, telemetry, shutdown.clone());
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(|e| anyhow::anyhow!("cannot listen for SIGHUP: {e}"))?;
+    let (updates, updates_rx) = tokio::sync::watch::channel(config.clone());
+    let flows = strait::flow::run(config, telemetry, updates_rx, shutdown.clone());
     tokio::pin!(flows);
-    tokio::select! {
-        done = &mut flows => return Ok(done?),
-        // A flow failed: the others are draining.
-        _ = shutdown.cancelled() => {}
-        signal = signals.recv() => {
-            tracing::info!(%signal, "shutting down: draining in-flight batches and committing progress (a second signal exits at once)");
-            shutdown.cancel();
+    loop {
+        tokio::select! {
+            done = &mut flows => return Ok(done?),
+            // A flow failed: the others are draining.
+            _ = shutdown.cancelled() => break,
+            _ = hangups.recv() => reload(path, &updates),
+            signal = signals.recv() => {
+                tracing::info!(%signal, "shutting down: draining in-flight batches and committing progress (a second signal exits at once)");
+                shutdown.cancel();
+                break;
+            }
         }
     }
     tokio::select! {
@@ -214,6 +222,22 @@ async fn run(
             deadline.as_millis(),
             SHUTDOWN_MARGIN.as_secs()
         )),
+    }
+}
+
+/// SIGHUP: reads the config file again. The settings that change live go to the flows;
+/// the others are named, for the next restart. A file that does not load is rejected with
+/// its error, and the running config stays.
+fn reload(path: &std::path::Path, updates: &tokio::sync::watch::Sender<strait::config::Config>) {
+    tracing::info!(path = %path.display(), "SIGHUP: reloading the config file");
+    match strait::config::load(path) {
+        Err(e) => tracing::error!(error = %e, "config reload rejected; the running config stays"),
+        Ok((new, _warnings)) => {
+            for change in strait::flow::restart_only_changes(&updates.borrow(), &new) {
+                tracing::warn!(%change, "config reload: this change takes effect at the next restart");
+            }
+            updates.send_replace(new);
+        }
     }
 }
 

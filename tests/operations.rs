@@ -474,3 +474,76 @@ fn status_and_translate_offsets_agree_with_kafkas_own_tools() {
     assert!(table.starts_with("flow s->t: last commit"), "{table}");
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }
+
+#[test]
+fn a_reload_starts_and_stops_topics_and_a_broken_file_keeps_the_running_config() {
+    let [source, target] = kafka::clusters();
+    let a = kafka::unique("ops.reload-a");
+    let b = kafka::unique("ops.reload-b");
+    let (remote_a, remote_b) = (format!("s.{a}"), format!("s.{b}"));
+    let produce = |topic: &str, first: u64, count: u64| {
+        let (first, count) = (first.to_string(), count.to_string());
+        kafka::produce(
+            source,
+            &["--topic", topic, "--first", &first, "--count", &count],
+        );
+    };
+    for topic in [&a, &b] {
+        kafka::create_topic(source, topic, 1, &[]);
+        produce(topic, 0, 300);
+    }
+    let with_topics = |topics: &str| config(source, target, topics, "");
+    let (strait, _) = start(&with_topics(&a));
+    let mut strait = strait.allow(&["config reload rejected"]);
+    let count =
+        |remote: &str| common::strait::record_count(target, &TopicPartition::new(remote, 0));
+    let wait = |strait: &mut Strait, remote: &str, n: i64| {
+        common::strait::wait_for_records(strait, target, remote, 1, n, Duration::from_secs(60))
+    };
+    let reload = |strait: &mut Strait, text: &str| {
+        std::fs::write(&strait.config, text).unwrap();
+        strait.signal("HUP");
+    };
+    wait(&mut strait, &remote_a, 300);
+
+    // A topic added to the filter replicates.
+    reload(&mut strait, &with_topics(&format!("{a}, {b}")));
+    wait(&mut strait, &remote_b, 300);
+
+    // A file that does not load is rejected; the running config goes on.
+    reload(&mut strait, "clusters = s, t\ns->t.enabled = maybe\n");
+    let line = strait.wait_for_log_line(Duration::from_secs(10), |l| {
+        l.contains("config reload rejected")
+    });
+    assert!(
+        line.contains("s->t.enabled"),
+        "the error names the key: {line}"
+    );
+    produce(&a, 300, 100);
+    produce(&b, 300, 100);
+    wait(&mut strait, &remote_a, 400);
+    wait(&mut strait, &remote_b, 400);
+
+    // A topic the filter now leaves out stops: its new records stay on the source.
+    reload(&mut strait, &with_topics(&b));
+    strait.wait_for_log_line(Duration::from_secs(10), |l| {
+        l.contains("no longer replicating")
+    });
+    produce(&a, 400, 100);
+    produce(&b, 400, 100);
+    wait(&mut strait, &remote_b, 500);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        count(&remote_a),
+        400,
+        "records of a topic left out were replicated"
+    );
+
+    // Back in the filter, it goes on from where it stopped: nothing copied twice.
+    reload(&mut strait, &with_topics(&format!("{a}, {b}")));
+    wait(&mut strait, &remote_a, 500);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(count(&remote_a), 500, "records copied twice");
+    assert_eq!(count(&remote_b), 500);
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}

@@ -17,7 +17,7 @@ import json
 import statistics
 import sys
 
-REPLICATORS = ["strait", "strait-coalesce", "mm2-default", "mm2-tuned", "strait-tls", "mm2-tuned-tls"]
+REPLICATORS = ["strait", "strait-coalesce", "mm2-default", "mm2-tuned", "strait-tls", "mm2-tuned-tls", "strait-metrics"]
 STRAITS = [r for r in REPLICATORS if r.startswith("strait")]
 MM2S = [r for r in REPLICATORS if r.startswith("mm2")]
 VARIANTS = ["none", "lz4", "small"]

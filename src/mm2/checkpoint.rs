@@ -30,7 +30,8 @@ use crate::telemetry::FlowMetrics;
 #[derive(Debug, Clone)]
 pub struct CheckpointConfig {
     pub source_alias: String,
-    pub groups: GroupFilter,
+    /// The group filter, which a config reload may change between rounds.
+    pub groups: tokio::sync::watch::Receiver<GroupFilter>,
     pub policy: ReplicationPolicy,
     pub interval: Duration,
     /// `Some(interval)` when `sync.group.offsets.enabled`.
@@ -196,8 +197,9 @@ async fn checkpoints(
     refused: &mut HashSet<String>,
 ) -> Result<Vec<Checkpoint>, KafkaError> {
     let mut out = Vec::new();
+    let selected = config.groups.borrow().clone();
     for listing in groups::list(source).await? {
-        if !config.groups.matches(&listing.group_id) {
+        if !selected.matches(&listing.group_id) {
             continue;
         }
         let committed = match groups::committed(source, &listing.group_id).await {
@@ -362,7 +364,7 @@ mod tests {
         };
         let config = CheckpointConfig {
             source_alias: "a".into(),
-            groups: GroupFilter::default(),
+            groups: tokio::sync::watch::channel(GroupFilter::default()).1,
             policy: ReplicationPolicy::default(),
             interval: Duration::from_millis(100),
             sync_group_offsets: None,

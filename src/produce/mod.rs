@@ -106,6 +106,8 @@ pub struct Stats {
 #[derive(Debug)]
 pub enum Command {
     Route(Route),
+    /// The flow no longer replicates this source partition (its topic left the filter).
+    Unroute(TopicPartition),
 }
 
 /// What finished in the background, carried back into the engine task.
@@ -261,7 +263,15 @@ impl Engine {
     }
 
     pub fn route(&mut self, route: Route) {
-        if self.by_source.contains_key(&route.source) {
+        if let Some(&i) = self.by_source.get(&route.source) {
+            // Routed again after `unroute`: it goes on after the last batch written.
+            let part = &mut self.parts[i];
+            if std::mem::take(&mut part.dropped) {
+                if let Some(from) = part.resume() {
+                    self.fetcher
+                        .resume(part.source.clone(), from, part.lineage, part.generation);
+                }
+            }
             return;
         }
         self.by_source
@@ -275,6 +285,13 @@ impl Engine {
         part.lineage = route.lineage;
         part.new_log = route.new_log;
         self.parts.push(part);
+    }
+
+    /// Stops replicating source partition `tp`: see [`Partition::unroute`].
+    fn unroute(&mut self, tp: &TopicPartition) {
+        if let Some(&i) = self.by_source.get(tp) {
+            self.parts[i].unroute();
+        }
     }
 
     /// Runs until `shutdown`, then drains what is in flight and commits progress.
@@ -296,7 +313,10 @@ impl Engine {
                 Some(done) = self.requests.join_next(), if !self.requests.is_empty() => {
                     if let Ok(done) = done { self.finish(done); }
                 }
-                Some(cmd) = commands.recv() => match cmd { Command::Route(r) => self.route(r) },
+                Some(cmd) = commands.recv() => match cmd {
+                    Command::Route(r) => self.route(r),
+                    Command::Unroute(tp) => self.unroute(&tp),
+                },
                 Some(event) = events.recv() => self.accept(event),
                 _ = commit_tick.tick() => {
                     self.commit();
@@ -399,6 +419,9 @@ impl Engine {
                 .find_map(|e| e.batch.as_ref())
                 .map(RawBatch::base_timestamp)
                 .filter(|t| *t >= 0);
+            if part.dropped {
+                continue;
+            }
             let state = match (part.stopped, part.paused) {
                 (true, _) => PartitionState::Stopped,
                 (false, true) => PartitionState::Paused,

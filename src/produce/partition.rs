@@ -225,6 +225,9 @@ pub(super) struct Partition {
     pub new_log: bool,
     /// The partition's series (`None` for the progress partition, or without telemetry).
     pub metrics: Option<PartitionMetrics>,
+    /// The flow no longer replicates the partition (`unroute`): what was sent is written,
+    /// and fetching waits until it is routed again.
+    pub dropped: bool,
 }
 
 impl Partition {
@@ -265,6 +268,7 @@ impl Partition {
             paused: false,
             new_log: false,
             metrics: None,
+            dropped: false,
         }
     }
 
@@ -272,6 +276,9 @@ impl Partition {
     /// acknowledged position (or, while there is none, where fetching started) to the
     /// source end. `None` until both are known.
     pub fn lag(&self) -> Option<i64> {
+        if self.dropped {
+            return None;
+        }
         let position = match self.acked.source_next {
             next if next >= 0 => next,
             _ => self.first_fetched,
@@ -490,6 +497,26 @@ impl Partition {
             .map(|e| e.source_next)
     }
 
+    /// The flow no longer replicates the partition (its topic left the filter): the batches
+    /// not sent yet are let go, those sent are still written (their sequence numbers are
+    /// taken), and nothing fetched before is queued. Routed again, it resumes right after
+    /// the last batch written ([`Partition::resume`]), so nothing is copied twice. False if
+    /// it was not replicated anyway.
+    pub fn unroute(&mut self) -> bool {
+        if self.dropped || self.stopped {
+            return false;
+        }
+        let kept = self.queue.iter().take_while(|e| e.seq.is_some()).count();
+        self.queue.truncate(kept);
+        self.dropped = true;
+        // Nothing written here yet: fetching starts over where the flow's assignment says.
+        if self.acked.source_next >= 0 || !self.idle() {
+            self.paused = true;
+            self.generation = self.generation.wrapping_add(1);
+        }
+        true
+    }
+
     /// Whether a chunk fetched under assignment `generation` is queued: not for a stopped
     /// partition, nor one fetched before a pause (its batches were let go with the others
     /// and are fetched again from where the kept ones end; an offset cannot tell it, as
@@ -501,7 +528,7 @@ impl Partition {
     /// A paused partition whose kept batches are all written is fetched again: returns the
     /// source offset to fetch from, right after the last batch kept (all acknowledged now).
     pub fn resume(&mut self) -> Option<i64> {
-        if !self.paused || self.stopped || !self.idle() {
+        if !self.paused || self.stopped || self.dropped || !self.idle() {
             return None;
         }
         self.paused = false;
@@ -1208,5 +1235,38 @@ mod tests {
         );
         assert!(p.takes(1), "chunks of the resumed assignment are taken");
         assert_eq!(p.resume(), None, "resumed once");
+    }
+
+    #[test]
+    fn an_unrouted_partition_writes_what_it_sent_and_resumes_after_it_once_routed_again() {
+        let mut p = partition();
+        queue(&mut p, 2, 2);
+        assert_eq!(send(&mut p), Some(0));
+        queue(&mut p, 3, 5);
+        assert!(p.unroute());
+        assert!(!p.unroute(), "unrouted once");
+        assert_eq!(p.queue.len(), 0, "the batch never sent is let go");
+        assert_eq!(seqs(&p.inflight), vec![Some(0)], "the one in flight stays");
+        assert!(!p.takes(0), "a chunk still on its way is dropped");
+        assert_eq!(p.lag(), None, "not replicated: no lag");
+        assert!(answer(&mut p, 0, 0, 7).is_none());
+        assert_eq!(settle(&mut p), vec![(2, Some(7))]);
+        p.acked.source_next = 2;
+        assert_eq!(p.resume(), None, "not while unrouted");
+        p.dropped = false;
+        assert_eq!(p.resume(), Some(2), "routed again: after the batch written");
+        assert!(p.takes(1));
+    }
+
+    #[test]
+    fn an_unrouted_partition_that_wrote_nothing_starts_over_where_it_is_assigned() {
+        let mut p = partition();
+        assert!(p.unroute());
+        assert!(
+            p.takes(0),
+            "no pause: the assignment it is routed with again is taken"
+        );
+        p.dropped = false;
+        assert_eq!(p.resume(), None);
     }
 }
