@@ -493,7 +493,7 @@ fn a_reload_starts_and_stops_topics_and_a_broken_file_keeps_the_running_config()
         produce(topic, 0, 300);
     }
     let with_topics = |topics: &str| config(source, target, topics, "");
-    let (strait, _) = start(&with_topics(&a));
+    let (strait, addr) = start(&with_topics(&a));
     let mut strait = strait.allow(&["config reload rejected"]);
     let count =
         |remote: &str| common::strait::record_count(target, &TopicPartition::new(remote, 0));
@@ -538,12 +538,24 @@ fn a_reload_starts_and_stops_topics_and_a_broken_file_keeps_the_running_config()
         400,
         "records of a topic left out were replicated"
     );
+    // Its series are gone: no lag frozen at its last value.
+    let samples = scrape::metrics(&addr);
+    assert!(lag(&samples, &remote_a).is_empty(), "{samples:?}");
+    assert_eq!(lag(&samples, &remote_b).len(), 1);
 
     // Back in the filter, it goes on from where it stopped: nothing copied twice.
     reload(&mut strait, &with_topics(&format!("{a}, {b}")));
     wait(&mut strait, &remote_a, 500);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(count(&remote_a), 500, "records copied twice");
+    let back = |s: &[Sample]| lag(s, &remote_a).values().eq([&Some(0.0)]);
+    scrape_until(
+        &mut strait,
+        &addr,
+        "its lag back, at 0",
+        Duration::from_secs(10),
+        back,
+    );
     assert_eq!(count(&remote_b), 500);
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }

@@ -267,6 +267,10 @@ impl Engine {
             // Routed again after `unroute`: it goes on after the last batch written.
             let part = &mut self.parts[i];
             if std::mem::take(&mut part.dropped) {
+                part.metrics = self
+                    .telemetry
+                    .as_ref()
+                    .map(|(m, _)| m.partition(&part.source, &part.target));
                 if let Some(from) = part.resume() {
                     self.fetcher
                         .resume(part.source.clone(), from, part.lineage, part.generation);
@@ -290,7 +294,10 @@ impl Engine {
     /// Stops replicating source partition `tp`: see [`Partition::unroute`].
     fn unroute(&mut self, tp: &TopicPartition) {
         if let Some(&i) = self.by_source.get(tp) {
-            self.parts[i].unroute();
+            let part = &mut self.parts[i];
+            if let Some(metrics) = part.unroute().then(|| part.metrics.take()).flatten() {
+                metrics.forget();
+            }
         }
     }
 

@@ -130,6 +130,12 @@ impl<
         StatFamilies(families)
     }
 
+    fn remove(&self, labels: &L) {
+        for family in &self.0 {
+            family.remove(labels);
+        }
+    }
+
     fn get(&self, labels: &L) -> Stat {
         Stat {
             gauges: std::array::from_fn(|i| self.0[i].get_or_create(labels).clone()),
@@ -471,6 +477,8 @@ impl FlowMetrics {
             flow: self.clone(),
             records: Window::default(),
             bytes: Window::default(),
+            labels,
+            consumer,
         }
     }
 
@@ -568,9 +576,36 @@ pub struct PartitionMetrics {
     flow: FlowMetrics,
     records: Window,
     bytes: Window,
+    labels: PartitionLabels,
+    consumer: ConsumerLabels,
 }
 
 impl PartitionMetrics {
+    /// The flow no longer replicates the partition: its series go (a lag frozen at its last
+    /// value would mislead an alert).
+    pub fn forget(self) {
+        let m = &self.flow.metrics;
+        let l = &self.labels;
+        m.record_count.remove(l);
+        m.record_rate.remove(l);
+        m.byte_count.remove(l);
+        m.byte_rate.remove(l);
+        m.record_age.remove(l);
+        m.replication_latency.remove(l);
+        m.lag_records.remove(l);
+        m.lag_seconds.remove(l);
+        m.consumer_lag.remove(&self.consumer);
+        for state in PartitionState::ALL {
+            m.state.remove(&StateLabels {
+                source: l.source.clone(),
+                target: l.target.clone(),
+                topic: l.topic.clone(),
+                partition: l.partition,
+                state: state.name(),
+            });
+        }
+    }
+
     /// A batch whose newest record has timestamp `max_timestamp` was fetched at `now_ms`.
     pub fn fetched(&mut self, max_timestamp: i64, now_ms: i64, now: Instant) {
         let age = (now_ms - max_timestamp).max(0) as f64;
