@@ -105,6 +105,15 @@ fn probe_until(addr: &str, path: &str, status: u64, what: &str) -> serde_json::V
     }
 }
 
+/// `strait_broker_connected` of the `side` cluster's brokers (one each here).
+fn broker_links(samples: &[Sample], side: &str) -> Vec<Option<f64>> {
+    samples
+        .iter()
+        .filter(|s| s.name == "strait_broker_connected" && s.label("side") == side)
+        .map(|s| s.value)
+        .collect()
+}
+
 fn lag(samples: &[Sample], remote: &str) -> BTreeMap<i32, Option<f64>> {
     by_partition(samples, "strait_lag_records", remote)
 }
@@ -212,6 +221,23 @@ fn metrics_carry_every_series_of_mm2s_dashboard_and_count_what_was_replicated() 
         .iter()
         .all(|s| s.value == Some(f64::from(u8::from(s.label("state") == "replicating")))));
 
+    // The group's offsets were translated in full within the last rounds.
+    let stamped: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.name == "strait_checkpoint_timestamp_seconds" && s.label("group") == group)
+        .filter_map(|s| s.value)
+        .collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        matches!(stamped[..], [t] if now - t < 30.0),
+        "{stamped:?} at {now}"
+    );
+    for side in ["source", "target"] {
+        assert_eq!(broker_links(&samples, side), [Some(1.0)], "{side}");
+    }
     let (status, body) = scrape::probe(&addr, "/healthz");
     assert_eq!(status, 200, "{body}");
     let (status, body) = scrape::probe(&addr, "/readyz");
@@ -295,6 +321,13 @@ fn lag_is_the_source_end_minus_the_target_position_while_the_target_is_down() {
     assert!(reason.starts_with("target:"), "{body}");
     let (status, body) = scrape::probe(&addr, "/healthz");
     assert_eq!(status, 200, "{body}");
+    scrape_until(
+        &mut strait,
+        &addr,
+        "the target broker shown unreachable",
+        Duration::from_secs(30),
+        |s| broker_links(s, "target") == [Some(0.0)] && broker_links(s, "source") == [Some(1.0)],
+    );
     // Its lag in seconds is the age of the oldest record waiting.
     let seconds = by_partition(&scrape::metrics(&addr), "strait_lag_seconds", &remote);
     assert!(
@@ -311,6 +344,7 @@ fn lag_is_the_source_end_minus_the_target_position_while_the_target_is_down() {
         caught_up,
     );
     probe_until(&addr, "/readyz", 200, "ready after the target came back");
+    assert_eq!(broker_links(&scrape::metrics(&addr), "target"), [Some(1.0)]);
     common::strait::wait_for_records(
         &mut strait,
         &target,

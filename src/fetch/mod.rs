@@ -24,15 +24,16 @@ mod session;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::batch::{renumber, BatchError, RawBatch};
 use crate::config::OffsetReset;
-use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::kafka::{BrokerLinks, Cluster, KafkaError, TopicPartition};
 use crate::offset_map::Lineage;
 use coordinator::Coordinator;
 use outage::Outages;
@@ -163,6 +164,9 @@ pub struct FetchStats {
     offsets_lost_to_retention: AtomicU64,
     /// Partitions whose topic was deleted and re-created while they were replicated.
     recreated_partitions: AtomicU64,
+    /// Error codes in Fetch answers (whole-response and per-partition) not yet taken by
+    /// [`Fetcher::take_errors`], with their counts.
+    errors: Mutex<BTreeMap<i16, u64>>,
 }
 
 /// A snapshot of [`FetchStats`].
@@ -186,6 +190,10 @@ impl FetchStats {
         self.retention_resets.fetch_add(1, Ordering::Relaxed);
         self.offsets_lost_to_retention
             .fetch_add(offsets.max(0) as u64, Ordering::Relaxed);
+    }
+
+    fn error(&self, code: i16) {
+        *self.errors.lock().unwrap().entry(code).or_default() += 1;
     }
 
     fn recreated(&self) {
@@ -222,6 +230,7 @@ pub struct Fetcher {
     /// The flow's fetch buffer (`buffer.bytes` permits), and its size.
     budget: Arc<Semaphore>,
     buffer_bytes: usize,
+    links: BrokerLinks,
 }
 
 impl Fetcher {
@@ -253,6 +262,7 @@ impl Fetcher {
             outages,
             budget,
             buffer_bytes,
+            links: cluster.links(),
         };
         (fetcher, task)
     }
@@ -273,6 +283,7 @@ impl Fetcher {
             outages: Outages::default(),
             budget: Arc::new(Semaphore::new(0)),
             buffer_bytes: 0,
+            links: BrokerLinks::default(),
         };
         (fetcher, rx)
     }
@@ -305,6 +316,18 @@ impl Fetcher {
     /// What the source logs did that lost or rewrote records, so far.
     pub fn stats(&self) -> FetchCounts {
         self.stats.counts()
+    }
+
+    /// Whether the fetcher reaches each source broker it dialled.
+    pub fn links(&self) -> Vec<(i32, bool)> {
+        self.links.snapshot()
+    }
+
+    /// Errors the source answered with since the last call: Kafka error code and count.
+    pub fn take_errors(&self) -> Vec<(i16, u64)> {
+        std::mem::take(&mut *self.stats.errors.lock().unwrap())
+            .into_iter()
+            .collect()
     }
 
     /// Since when reading the source has been failing (a fetch from a broker, or the

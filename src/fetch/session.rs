@@ -290,6 +290,9 @@ impl Session {
     async fn fetch_once(&mut self, conn: &Connection) -> Result<i32, KafkaError> {
         let request = self.request();
         let response = conn.send(&request).await?;
+        if response.error_code != 0 {
+            self.stats.error(response.error_code);
+        }
         if let SessionVerdict::Reset(code) = session_verdict(self.broker, response.error_code)? {
             tracing::debug!(
                 broker = self.broker,
@@ -367,6 +370,9 @@ impl Session {
         let Some(offset) = self.parts.get(&tp).map(|p| p.offset) else {
             return;
         };
+        if data.error_code != 0 {
+            self.stats.error(data.error_code);
+        }
         let end = source_end(&data);
         let action = if needs_renumbering(&data) {
             // Renumbering decompresses and compresses whole batches: milliseconds each,

@@ -265,7 +265,7 @@ async fn past_the_log_end_rewinds_to_the_log_end() {
 }
 
 #[tokio::test]
-async fn an_unknown_server_error_is_retried_after_a_backoff() {
+async fn an_unknown_server_error_is_retried_after_a_backoff_and_counted() {
     let mut fetches = 0;
     let broker = FakeBroker::start(1, &[(TOPIC, 1)], move |r| {
         let Some(fetch) = fetch_request(r) else {
@@ -279,10 +279,18 @@ async fn an_unknown_server_error_is_retried_after_a_backoff() {
         }
     })
     .await;
-    let (_fetcher, mut events) = fetcher(&broker, 0, OffsetReset::Earliest);
+    let (fetcher, mut events) = fetcher(&broker, 0, OffsetReset::Earliest);
     let chunk = next_chunk(&mut events).await;
     assert_eq!(chunk.next_offset, 12);
     assert_eq!(fetch_positions(&broker)[..2], [(0, -1), (0, -1)]);
+    // Counted once, and taken once: the metrics add what each call returns.
+    assert_eq!(fetcher.take_errors(), [(-1, 1)]);
+    assert_eq!(fetcher.take_errors(), []);
+    let links = fetcher.links();
+    assert!(
+        !links.is_empty() && links.iter().all(|(_, up)| *up),
+        "{links:?}"
+    );
 }
 
 /// A partition with nothing to fetch tells the engine each new source end (the last stable

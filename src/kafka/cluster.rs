@@ -66,6 +66,32 @@ const CONCURRENT_TRANSACTIONS_BACKOFF: Duration = Duration::from_millis(100);
 /// does not list are dropped).
 type Directory = Arc<Mutex<HashMap<i32, String>>>;
 
+/// Whether the last dial of each broker worked, shared by a cluster's siblings: what
+/// `strait_broker_connected` reports. A connection that dies is dialled again by the next
+/// request for that broker, so a broker that went away shows within a retry.
+#[derive(Clone, Default)]
+pub struct BrokerLinks(Arc<Mutex<HashMap<i32, bool>>>);
+
+impl BrokerLinks {
+    fn dialled(&self, broker: i32, connected: bool) {
+        self.0.lock().unwrap().insert(broker, connected);
+    }
+
+    /// Each broker strait dialled so far, with whether it got through the last time,
+    /// sorted by broker id.
+    pub fn snapshot(&self) -> Vec<(i32, bool)> {
+        let mut all: Vec<(i32, bool)> = self
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(b, c)| (*b, *c))
+            .collect();
+        all.sort_unstable();
+        all
+    }
+}
+
 #[derive(Default)]
 struct Pool {
     conns: HashMap<i32, Connection>,
@@ -81,6 +107,7 @@ pub struct Cluster {
     dial: Dial,
     /// Shared with the siblings: where the brokers are is the same for all of them.
     directory: Directory,
+    links: BrokerLinks,
     pool: Mutex<Pool>,
 }
 
@@ -99,6 +126,7 @@ impl Cluster {
             timeout,
             dial: Dial::default(),
             directory: Directory::default(),
+            links: BrokerLinks::default(),
             pool: Mutex::new(Pool::default()),
         }
     }
@@ -137,6 +165,7 @@ impl Cluster {
     pub fn sibling(&self) -> Cluster {
         Cluster {
             directory: self.directory.clone(),
+            links: self.links.clone(),
             dial: self.dial.clone(),
             ..Cluster::new(
                 &self.alias,
@@ -149,6 +178,11 @@ impl Cluster {
 
     pub fn alias(&self) -> &str {
         &self.alias
+    }
+
+    /// Whether strait reaches each broker it dialled, for this handle and its siblings.
+    pub fn links(&self) -> BrokerLinks {
+        self.links.clone()
     }
 
     /// Brokers in the last Metadata response.
@@ -236,11 +270,14 @@ impl Cluster {
                 return Ok(c.clone());
             }
             if let Some(c) = pool.bootstrap.as_ref().filter(reusable).cloned() {
+                self.links.dialled(id, true);
                 pool.conns.insert(id, c.clone());
                 return Ok(c);
             }
         }
-        let conn = self.dial(&addr).await?;
+        let dialled = self.dial(&addr).await;
+        self.links.dialled(id, dialled.is_ok());
+        let conn = dialled?;
         self.pool.lock().unwrap().conns.insert(id, conn.clone());
         Ok(conn)
     }

@@ -21,7 +21,7 @@ pub mod sasl;
 pub mod segments;
 pub mod tls;
 
-pub use cluster::{Cluster, PartitionMeta, TopicMeta};
+pub use cluster::{BrokerLinks, Cluster, PartitionMeta, TopicMeta};
 pub use connection::Connection;
 pub use error::KafkaError;
 

@@ -58,6 +58,7 @@ pub async fn run(
         batch_bytes: MAX_BATCH_BYTES,
         refused: HashSet::new(),
         metrics,
+        watched: HashSet::new(),
     };
     let mut refused_on_target = HashSet::new();
     let mut tick = tokio::time::interval(config.interval);
@@ -95,8 +96,12 @@ struct Emitter {
     batch_bytes: usize,
     /// Source groups the broker's ACLs keep strait from reading (said once each).
     refused: HashSet<String>,
-    /// Where each checkpoint's latency goes (MM2's `checkpoint-latency-ms`).
+    /// Where each checkpoint's latency goes (MM2's `checkpoint-latency-ms`), and when each
+    /// group was last checkpointed in full.
     metrics: FlowMetrics,
+    /// Groups with a checkpoint timestamp series: dropped when the group leaves the source
+    /// or the filter.
+    watched: HashSet<String>,
 }
 
 impl Emitter {
@@ -109,21 +114,40 @@ impl Emitter {
         target: &Cluster,
         translations: &Translations,
     ) {
-        let all = match checkpoints(config, source, translations, &mut self.refused).await {
-            Ok(all) => all,
+        let round = match checkpoints(config, source, translations, &mut self.refused).await {
+            Ok(round) => round,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read source consumer groups");
                 return;
             }
         };
         let key = |c: &Checkpoint| (c.consumer_group_id.clone(), c.topic_partition.clone());
-        let fresh: Vec<&Checkpoint> = all
+        let fresh: Vec<&Checkpoint> = round
+            .checkpoints
             .iter()
             .filter(|c| self.emitted.get(&key(c)) != Some(*c))
             .collect();
-        if fresh.is_empty() {
-            return;
+        let unwritten = match fresh.is_empty() {
+            true => HashSet::new(),
+            false => self.write_fresh(target, &fresh).await,
+        };
+        self.watched.retain(|group| {
+            let kept = round.groups.contains_key(group);
+            if !kept {
+                self.metrics.forget_group(group);
+            }
+            kept
+        });
+        for (group, complete) in round.groups {
+            if complete && !unwritten.contains(&group) {
+                self.metrics.group_checkpointed(&group);
+                self.watched.insert(group);
+            }
         }
+    }
+
+    /// Writes `fresh` and notes what was written; returns the groups of those left unwritten.
+    async fn write_fresh(&mut self, target: &Cluster, fresh: &[&Checkpoint]) -> HashSet<String> {
         let records: Vec<_> = fresh
             .iter()
             .map(|c| (c.encode_key(), c.encode_value()))
@@ -133,13 +157,18 @@ impl Emitter {
         tracing::debug!(count = written, topic = %self.tp.topic, "checkpoints written");
         let latency = now_ms() - stamped;
         for c in &fresh[..written] {
-            self.emitted.insert(key(c), (*c).clone());
+            let key = (c.consumer_group_id.clone(), c.topic_partition.clone());
+            self.emitted.insert(key, (*c).clone());
             self.metrics
                 .checkpointed(&c.consumer_group_id, &c.topic_partition, latency);
         }
         if let Some(e) = error {
             tracing::warn!(topic = %self.tp.topic, error = %e, unwritten = fresh.len() - written, "checkpoints not written");
         }
+        fresh[written..]
+            .iter()
+            .map(|c| c.consumer_group_id.clone())
+            .collect()
     }
 }
 
@@ -195,8 +224,8 @@ async fn checkpoints(
     source: &Cluster,
     translations: &Translations,
     refused: &mut HashSet<String>,
-) -> Result<Vec<Checkpoint>, KafkaError> {
-    let mut out = Vec::new();
+) -> Result<Round, KafkaError> {
+    let mut out = Round::default();
     let selected = config.groups.borrow().clone();
     for listing in groups::list(source).await? {
         if !selected.matches(&listing.group_id) {
@@ -208,14 +237,19 @@ async fn checkpoints(
             Err(e) => return Err(e),
         };
         let maps = translations.lock().unwrap();
+        let mut complete = true;
         for (tp, Committed { offset, metadata }) in committed {
+            // Offsets of topics the flow does not replicate have nothing to translate.
+            let Some(map) = maps.get(&tp) else {
+                continue;
+            };
             // Only offsets strait has replicated up to translate exactly: a group ahead of
             // replication waits for the next checkpoint.
-            let Some(downstream) = maps
-                .get(&tp)
+            let Some(downstream) = Some(map)
                 .filter(|m| offset <= m.position().source_next)
                 .and_then(|m| m.translate(offset))
             else {
+                complete = false;
                 continue;
             };
             let checkpoint = Checkpoint {
@@ -233,14 +267,25 @@ async fn checkpoints(
             // Names come off the network: one MM2 cannot encode (a STRING is at most
             // 32767 bytes) is reported, not written.
             match checkpoint.validate() {
-                Ok(()) => out.push(checkpoint),
+                Ok(()) => out.checkpoints.push(checkpoint),
                 Err(e) => {
+                    complete = false;
                     tracing::warn!(group = %listing.group_id, partition = %tp, error = %e, "checkpoint skipped")
                 }
             }
         }
+        out.groups.insert(listing.group_id, complete);
     }
     Ok(out)
+}
+
+/// What one round of [`checkpoints`] found.
+#[derive(Default)]
+struct Round {
+    /// The checkpoints of every offset that translates.
+    checkpoints: Vec<Checkpoint>,
+    /// Each selected group, and whether all its offsets in replicated partitions translated.
+    groups: HashMap<String, bool>,
 }
 
 /// Whether `e` is the broker's ACLs refusing `group`: then that group is skipped and the others

@@ -442,6 +442,11 @@ impl Engine {
         }
         let fetch = self.fetcher.stats();
         flow.skipped(fetch.offsets_lost_to_retention, fetch.truncated_offsets);
+        for (code, count) in self.fetcher.take_errors() {
+            flow.errors("source", code, count);
+        }
+        flow.brokers("source", &self.fetcher.links());
+        flow.brokers("target", &self.target.links().snapshot());
         let (held, capacity) = self.fetcher.buffer();
         flow.buffered(held, capacity, active);
         health.engine(EngineHealth {
@@ -845,7 +850,7 @@ impl Engine {
     fn on_result(&mut self, i: usize, seq: i32, answer: Option<(i16, i64)>) {
         if let (Some((flow, _)), Some((code, _))) = (&self.telemetry, answer) {
             if code != 0 {
-                flow.error("target", code);
+                flow.errors("target", code, 1);
             }
         }
         let part = &mut self.parts[i];

@@ -92,6 +92,22 @@ struct ErrorLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BrokerLabels {
+    source: String,
+    target: String,
+    /// The broker's cluster: `source` or `target`.
+    side: &'static str,
+    broker: i32,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabels {
+    source: String,
+    target: String,
+    group: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct SkipLabels {
     source: String,
     target: String,
@@ -164,6 +180,8 @@ pub struct Metrics {
     records: Family<FlowLabels, Counter>,
     bytes: Family<FlowLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
+    brokers: Family<BrokerLabels, IntGauge>,
+    checkpointed: Family<GroupLabels, FloatGauge>,
     last_commit: Family<FlowLabels, FloatGauge>,
     skipped: Family<SkipLabels, IntGauge>,
     buffer_bytes: Family<FlowLabels, IntGauge>,
@@ -256,6 +274,16 @@ impl Metrics {
             "strait_errors",
             "Kafka error codes in answers, by cluster side (each is retried or stops its partition)",
         );
+        let brokers = register(
+            &mut r,
+            "strait_broker_connected",
+            "1 when the last connection strait dialled to the broker got through (and authenticated), 0 when it failed",
+        );
+        let checkpointed = register(
+            &mut r,
+            "strait_checkpoint_timestamp_seconds",
+            "When the group's committed offsets were last all translated and checkpointed on the target (Unix time)",
+        );
         let connectors = register(
             &mut r,
             "kafka_connect_worker_connector_count",
@@ -323,6 +351,8 @@ impl Metrics {
             records,
             bytes,
             errors,
+            brokers,
+            checkpointed,
             last_commit,
             skipped,
             buffer_bytes,
@@ -506,8 +536,9 @@ impl FlowMetrics {
         self.incoming.inc_by(bytes as u64);
     }
 
-    /// An answer from the `side` cluster (`"source"` or `"target"`) carried error `code`.
-    pub fn error(&self, side: &'static str, code: i16) {
+    /// `count` answers from the `side` cluster (`"source"` or `"target"`) carried error
+    /// `code`.
+    pub fn errors(&self, side: &'static str, code: i16, count: u64) {
         self.metrics
             .errors
             .get_or_create(&ErrorLabels {
@@ -516,7 +547,59 @@ impl FlowMetrics {
                 side,
                 code,
             })
-            .inc();
+            .inc_by(count);
+    }
+
+    /// Whether the last dial of each broker of the `side` cluster got through.
+    pub fn brokers(&self, side: &'static str, links: &[(i32, bool)]) {
+        for &(broker, connected) in links {
+            self.metrics
+                .brokers
+                .get_or_create(&BrokerLabels {
+                    source: self.labels.source.clone(),
+                    target: self.labels.target.clone(),
+                    side,
+                    broker,
+                })
+                .set(i64::from(connected));
+        }
+    }
+
+    /// Every offset `group` has committed was translated and is checkpointed on the target
+    /// as of now.
+    pub fn group_checkpointed(&self, group: &str) {
+        self.metrics
+            .checkpointed
+            .get_or_create(&self.group(group))
+            .set(crate::now_ms() as f64 / 1000.0);
+    }
+
+    /// The flow no longer checkpoints `group` (gone from the source, or out of the filter):
+    /// its series go.
+    pub fn forget_group(&self, group: &str) {
+        self.metrics.checkpointed.remove(&self.group(group));
+        let mut all = self.checkpoints.lock().unwrap();
+        all.retain(|(g, tp), _| {
+            let keep = g != group;
+            if !keep {
+                self.metrics.checkpoint_latency.remove(&CheckpointLabels {
+                    source: self.labels.source.clone(),
+                    target: self.labels.target.clone(),
+                    group: g.clone(),
+                    topic: tp.topic.to_string(),
+                    partition: tp.partition,
+                });
+            }
+            keep
+        });
+    }
+
+    fn group(&self, group: &str) -> GroupLabels {
+        GroupLabels {
+            source: self.labels.source.clone(),
+            target: self.labels.target.clone(),
+            group: group.to_string(),
+        }
     }
 
     /// Source offsets the flow could not copy so far: deleted by retention first, and
