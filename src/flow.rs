@@ -101,7 +101,9 @@ pub async fn run(
             .health
             .flow(&name, source.timeout(), target.timeout());
         let reports = Reports {
-            metrics: telemetry.metrics.flow(&flow.source, &flow.target),
+            metrics: telemetry
+                .metrics
+                .flow(&flow.source, &flow.target, flow.metrics_aggregation),
             health: health.clone(),
         };
         let updates = updates.clone();

@@ -118,27 +118,58 @@ fn lag(samples: &[Sample], remote: &str) -> BTreeMap<i32, Option<f64>> {
     by_partition(samples, "strait_lag_records", remote)
 }
 
-#[test]
-fn metrics_carry_every_series_of_mm2s_dashboard_and_count_what_was_replicated() {
+/// A topic strait replicated in full, and a source group that read part of it (its
+/// checkpoints are measured).
+struct Replicated {
+    strait: Strait,
+    /// Where strait serves `/metrics`.
+    addr: String,
+    topic: String,
+    remote: String,
+    group: String,
+}
+
+/// A new topic (`name`, `partitions`, `records`) and its group, replicated with checkpoints
+/// every second and `extra`.
+fn replicated(name: &str, partitions: i32, records: u32, extra: &str) -> Replicated {
     let [source, target] = kafka::clusters();
-    let topic = kafka::unique("ops.metrics");
+    let topic = kafka::unique(name);
     let remote = format!("s.{topic}");
-    kafka::create_topic(source, &topic, 3, &[]);
-    let produced = kafka::produce(source, &["--topic", &topic, "--count", "3000"]);
-    assert_eq!(produced.committed, 3000);
-    // A group that read part of the topic on the source: its checkpoints are measured.
+    kafka::create_topic(source, &topic, partitions, &[]);
+    let count = records.to_string();
+    let produced = kafka::produce(source, &["--topic", &topic, "--count", &count]);
+    assert_eq!(produced.committed, u64::from(records));
     let group = kafka::unique("ops-group");
     assert_eq!(kafka::consume(source, &topic, &group, 100).len(), 100);
-    let extra = "emit.checkpoints.interval.seconds = 1\n";
-    let (mut strait, addr) = start(&config(source, target, &topic, extra));
+    let extra = format!("emit.checkpoints.interval.seconds = 1\n{extra}");
+    let (mut strait, addr) = start(&config(source, target, &topic, &extra));
     common::strait::wait_for_records(
         &mut strait,
         target,
         &remote,
-        3,
-        3000,
+        partitions,
+        i64::from(records),
         Duration::from_secs(60),
     );
+    Replicated {
+        strait,
+        addr,
+        topic,
+        remote,
+        group,
+    }
+}
+
+#[test]
+fn metrics_carry_every_series_of_mm2s_dashboard_and_count_what_was_replicated() {
+    let [source, _] = kafka::clusters();
+    let Replicated {
+        mut strait,
+        addr,
+        topic,
+        remote,
+        group,
+    } = replicated("ops.metrics", 3, 3000, "");
 
     let samples = scrape_until(
         &mut strait,
@@ -217,9 +248,12 @@ fn metrics_carry_every_series_of_mm2s_dashboard_and_count_what_was_replicated() 
         .filter(|s| s.name == "strait_partition_state" && s.label("topic") == remote)
         .collect();
     assert_eq!(states.len(), 9, "three states per partition: {states:?}");
-    assert!(states
-        .iter()
-        .all(|s| s.value == Some(f64::from(u8::from(s.label("state") == "replicating")))));
+    assert!(
+        states
+            .iter()
+            .all(|s| s.value == Some(f64::from(u8::from(s.label("state") == "replicating")))),
+        "{states:?}"
+    );
 
     // The group's offsets were translated in full within the last rounds.
     let stamped: Vec<f64> = samples
@@ -243,6 +277,82 @@ fn metrics_carry_every_series_of_mm2s_dashboard_and_count_what_was_replicated() 
     let (status, body) = scrape::probe(&addr, "/readyz");
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["flows"][0]["flow"], "s->t", "{body}");
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
+#[test]
+fn per_topic_aggregation_reports_one_series_per_topic_with_the_partitions_combined() {
+    let [source, _] = kafka::clusters();
+    let Replicated {
+        mut strait,
+        addr,
+        topic,
+        remote,
+        group,
+    } = replicated("ops.per-topic", 4, 2000, "metrics.aggregation = topic\n");
+    let of_topic = |s: &[Sample], name: &str| -> Vec<Sample> {
+        s.iter()
+            .filter(|s| s.name == name && s.label("topic") == remote)
+            .cloned()
+            .collect()
+    };
+    let samples = scrape_until(
+        &mut strait,
+        &addr,
+        "2000 records counted in one series, lag 0, the group checkpointed",
+        Duration::from_secs(30),
+        |s| {
+            let count = of_topic(s, "kafka_connect_mirror_mirrorsourceconnector_record_count");
+            let lag = of_topic(s, "strait_lag_records");
+            let checkpointed = s.iter().any(|s| {
+                s.name == "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms"
+                    && s.label("group") == group
+            });
+            count.len() == 1
+                && count[0].value == Some(2000.0)
+                && lag.len() == 1
+                && lag[0].value == Some(0.0)
+                && checkpointed
+        },
+    );
+    for name in DASHBOARD {
+        assert!(samples.iter().any(|s| s.name == *name), "no series {name}");
+    }
+    // Every per-partition series: one, with no partition label.
+    for name in [
+        "kafka_connect_mirror_mirrorsourceconnector_record_rate",
+        "kafka_connect_mirror_mirrorsourceconnector_byte_count",
+        "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms_max",
+        "strait_lag_seconds",
+    ] {
+        let found = of_topic(&samples, name);
+        assert_eq!(found.len(), 1, "{name}: {found:?}");
+        assert_eq!(found[0].label("partition"), "", "{name}: {found:?}");
+    }
+    let bytes: usize = (0..4)
+        .flat_map(|p| common::strait::raw_batches(source, &TopicPartition::new(topic.as_str(), p)))
+        .map(|b| b.len())
+        .sum();
+    let counted = of_topic(
+        &samples,
+        "kafka_connect_mirror_mirrorsourceconnector_byte_count",
+    );
+    assert_eq!(counted[0].value, Some(bytes as f64));
+    let states: BTreeMap<String, Option<f64>> = of_topic(&samples, "strait_partition_state")
+        .into_iter()
+        .map(|s| (s.label("state").to_string(), s.value))
+        .collect();
+    assert_eq!(states["replicating"], Some(4.0), "{states:?}");
+    assert_eq!(states["stopped"], Some(0.0), "{states:?}");
+    let checkpoints: Vec<Sample> = samples
+        .into_iter()
+        .filter(|s| {
+            s.name == "kafka_connect_mirror_mirrorcheckpointconnector_checkpoint_latency_ms"
+                && s.label("group") == group
+        })
+        .collect();
+    assert_eq!(checkpoints.len(), 1, "{checkpoints:?}");
+    assert_eq!(checkpoints[0].label("partition"), "");
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }
 

@@ -3,7 +3,7 @@
 //! raw structs, plus the value parsers those setters share. The key reference table in
 //! `docs/configuration.md` is generated from it (and checked by its tests).
 
-use super::model::{Location, OffsetReset};
+use super::model::{Location, MetricsAggregation, OffsetReset};
 use super::raw::{Origin, PolicyKind, RawCluster, RawFlow, Sourced};
 
 /// Where an `mm2.properties` key is written.
@@ -190,6 +190,16 @@ fn parse_policy_class(v: &str) -> Result<PolicyKind, String> {
         _ => Err(format!(
             "unsupported replication policy `{v}`: strait implements {DEFAULT_POLICY_CLASS} and \
              {IDENTITY_POLICY_CLASS}"
+        )),
+    }
+}
+
+fn parse_metrics_aggregation(v: &str) -> Result<MetricsAggregation, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "partition" => Ok(MetricsAggregation::Partition),
+        "topic" => Ok(MetricsAggregation::Topic),
+        _ => Err(format!(
+            "unsupported metrics aggregation `{v}`: strait reports per `partition` or per `topic`"
         )),
     }
 }
@@ -1216,6 +1226,22 @@ pub static KEYS: &[KeySpec] = &[
     )
     .toml("produce_delivery_timeout_ms")
     .doc("`<target>.producer.delivery.timeout.ms`: for flows writing `<target>`."),
+    KeySpec::new(
+        "metrics.aggregation",
+        Flow,
+        "partition",
+        flow!(metrics_aggregation, parse_metrics_aggregation),
+    )
+    .toml("metrics_aggregation")
+    .strait()
+    .doc(
+        "What the flow's per-partition series (MM2's source connector series, \
+             `kafka_consumer_fetch_manager_records_lag`, `strait_lag_*`, \
+             `strait_partition_state`, checkpoint latencies) are reported per: `partition` \
+             (as MM2), or `topic` (no `partition` label; counts and lags add up, rates and \
+             windows cover every partition, the lag in seconds is the largest, a state counts \
+             its partitions), which bounds the series of flows with thousands of partitions.",
+    ),
     KeySpec::new(
         "produce.coalesce.bytes",
         Flow,

@@ -221,6 +221,18 @@ pub enum OffsetReset {
     Latest,
 }
 
+/// What a flow's per-partition series are reported per (`metrics.aggregation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetricsAggregation {
+    /// A series per partition, as MM2's.
+    #[default]
+    Partition,
+    /// A series per topic, the partitions' figures combined: bounds the series of flows
+    /// with many partitions.
+    Topic,
+}
+
 /// Which cluster holds a flow's offset-syncs topic (MM2 `offset-syncs.topic.location`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -317,6 +329,8 @@ pub struct FlowConfig {
     /// its partition is stopped, in milliseconds. Default 120000 (the Java producer's
     /// `delivery.timeout.ms`).
     pub produce_delivery_timeout_ms: u64,
+    /// Per partition or per topic series. Default `Partition`.
+    pub metrics_aggregation: MetricsAggregation,
 }
 
 impl PartialEq for FlowConfig {
@@ -354,6 +368,7 @@ impl PartialEq for FlowConfig {
             buffer_bytes,
             produce_coalesce_bytes,
             produce_delivery_timeout_ms,
+            metrics_aggregation,
         } = self;
         *source == other.source
             && *target == other.target
@@ -389,6 +404,7 @@ impl PartialEq for FlowConfig {
             && *buffer_bytes == other.buffer_bytes
             && *produce_coalesce_bytes == other.produce_coalesce_bytes
             && *produce_delivery_timeout_ms == other.produce_delivery_timeout_ms
+            && *metrics_aggregation == other.metrics_aggregation
     }
 }
 

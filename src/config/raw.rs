@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Deserializer};
 
-use super::model::{Location, OffsetReset};
+use super::model::{Location, MetricsAggregation, OffsetReset};
 
 /// Where in the file a raw value sits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -159,6 +159,7 @@ pub(crate) struct RawFlow {
     pub shutdown_drain_timeout_ms: Option<Sourced<i64>>,
     pub fencing_transactional_id: Option<Sourced<String>>,
     pub offset_reset: Option<Sourced<OffsetReset>>,
+    pub metrics_aggregation: Option<Sourced<MetricsAggregation>>,
     pub tasks_max: Option<Sourced<i64>>,
     pub emit_heartbeats_enabled: Option<Sourced<bool>>,
     pub emit_heartbeats_interval_ms: Option<Sourced<i64>>,

@@ -1256,6 +1256,9 @@ impl<'a> Validator<'a> {
             1,
             i64::MAX,
         )? as u64;
+        let metrics_aggregation = layers
+            .get(|f| &f.metrics_aggregation)
+            .map_or_else(Default::default, |s| s.value);
 
         Ok(Some(FlowConfig {
             source: source.value.clone(),
@@ -1288,6 +1291,7 @@ impl<'a> Validator<'a> {
             buffer_bytes,
             produce_coalesce_bytes,
             produce_delivery_timeout_ms,
+            metrics_aggregation,
         }))
     }
 }

@@ -421,7 +421,7 @@ mod tests {
             cluster("a", &source),
             cluster("b", &target),
             Translations::default(),
-            Arc::new(crate::telemetry::Metrics::new()).flow("a", "b"),
+            Arc::new(crate::telemetry::Metrics::new()).flow("a", "b", Default::default()),
             shutdown.clone(),
         ));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

@@ -7,9 +7,10 @@
 //! windowed figures (rates, min/max/avg) are published at the engine's commit tick, so a
 //! scrape never waits for the data path nor the data path for a scrape.
 
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -18,18 +19,21 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Metric, Registry};
 
+use crate::config::MetricsAggregation;
 use crate::kafka::TopicPartition;
 
 type IntGauge = Gauge<i64, AtomicI64>;
 type FloatGauge = Gauge<f64, AtomicU64>;
 
-/// MM2's per-partition tags, in its order: `topic` is the remote (target) topic.
+/// MM2's per-partition tags, in its order: `topic` is the remote (target) topic. With
+/// `metrics.aggregation = topic` the partition is `None`, which Prometheus reads as no
+/// `partition` label (an empty value).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PartitionLabels {
     source: String,
     target: String,
     topic: String,
-    partition: i32,
+    partition: Option<i32>,
 }
 
 /// The tags of the Java consumer's per-partition fetch metrics (`topic` with `.` as `_`).
@@ -37,7 +41,7 @@ struct PartitionLabels {
 struct ConsumerLabels {
     clientid: String,
     topic: String,
-    partition: i32,
+    partition: Option<i32>,
 }
 
 /// MM2's checkpoint tags, in its order.
@@ -47,7 +51,7 @@ struct CheckpointLabels {
     target: String,
     group: String,
     topic: String,
-    partition: i32,
+    partition: Option<i32>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,7 +59,7 @@ struct StateLabels {
     source: String,
     target: String,
     topic: String,
-    partition: i32,
+    partition: Option<i32>,
     state: &'static str,
 }
 
@@ -381,7 +385,12 @@ impl Metrics {
     }
 
     /// The handles of flow `source->target`.
-    pub fn flow(self: &Arc<Self>, source: &str, target: &str) -> FlowMetrics {
+    pub fn flow(
+        self: &Arc<Self>,
+        source: &str,
+        target: &str,
+        aggregation: MetricsAggregation,
+    ) -> FlowMetrics {
         let labels = FlowLabels {
             source: source.to_string(),
             target: target.to_string(),
@@ -413,6 +422,8 @@ impl Metrics {
             commit_time: self.commit_time.get_or_create(&task).clone(),
             commit_times: Arc::default(),
             checkpoints: Arc::default(),
+            series: Arc::default(),
+            aggregation,
             batches: self.batches.get_or_create(&labels).clone(),
             records: self.records.get_or_create(&labels).clone(),
             bytes: self.bytes.get_or_create(&labels).clone(),
@@ -439,8 +450,12 @@ pub struct FlowMetrics {
     buffer_available: IntGauge,
     active_records: IntGauge,
     commit_time: FloatGauge,
-    commit_times: Arc<std::sync::Mutex<Window>>,
-    checkpoints: Arc<std::sync::Mutex<HashMap<(String, TopicPartition), Stat>>>,
+    commit_times: Arc<Mutex<Window>>,
+    checkpoints: Arc<Mutex<HashMap<CheckpointLabels, Stat>>>,
+    /// The partitions' series by their labels: one partition each, or every partition of
+    /// a topic under `metrics.aggregation = topic`.
+    series: Arc<Mutex<HashMap<PartitionLabels, Arc<Mutex<Series>>>>>,
+    aggregation: MetricsAggregation,
 }
 
 impl FlowMetrics {
@@ -448,31 +463,58 @@ impl FlowMetrics {
     /// timestamp.
     pub fn checkpointed(&self, group: &str, partition: &TopicPartition, latency_ms: i64) {
         let now = Instant::now();
+        let labels = CheckpointLabels {
+            source: self.labels.source.clone(),
+            target: self.labels.target.clone(),
+            group: group.to_string(),
+            topic: partition.topic.to_string(),
+            partition: self.partition_label(partition.partition),
+        };
         let mut all = self.checkpoints.lock().unwrap();
         let stat = all
-            .entry((group.to_string(), partition.clone()))
-            .or_insert_with(|| {
-                self.metrics.checkpoint_latency.get(&CheckpointLabels {
-                    source: self.labels.source.clone(),
-                    target: self.labels.target.clone(),
-                    group: group.to_string(),
-                    topic: partition.topic.to_string(),
-                    partition: partition.partition,
-                })
-            });
+            .entry(labels)
+            .or_insert_with_key(|labels| self.metrics.checkpoint_latency.get(labels));
         stat.record(latency_ms.max(0) as f64, now);
         stat.publish(now);
     }
 
+    /// The `partition` label of partition `partition`'s series: none when they are
+    /// aggregated per topic.
+    fn partition_label(&self, partition: i32) -> Option<i32> {
+        match self.aggregation {
+            MetricsAggregation::Partition => Some(partition),
+            MetricsAggregation::Topic => None,
+        }
+    }
+
     /// The series of source partition `source`, replicated to `target`.
     pub fn partition(&self, source: &TopicPartition, target: &TopicPartition) -> PartitionMetrics {
-        let m = &self.metrics;
         let labels = PartitionLabels {
             source: self.labels.source.clone(),
             target: self.labels.target.clone(),
             topic: target.topic.to_string(),
-            partition: target.partition,
+            partition: self.partition_label(target.partition),
         };
+        let mut all = self.series.lock().unwrap();
+        let series = all
+            .entry(labels)
+            .or_insert_with_key(|labels| Arc::new(Mutex::new(self.series(labels, source))))
+            .clone();
+        series
+            .lock()
+            .unwrap()
+            .members
+            .insert(source.partition, Member::default());
+        PartitionMetrics {
+            partition: source.partition,
+            series,
+            flow: self.clone(),
+        }
+    }
+
+    /// New series under `labels`, for the partitions of source topic `source.topic`.
+    fn series(&self, labels: &PartitionLabels, source: &TopicPartition) -> Series {
+        let m = &self.metrics;
         let consumer = ConsumerLabels {
             // MM2's replication consumer: `<source>-><target>|MirrorSourceConnector-<task>|replication-consumer`.
             clientid: format!(
@@ -480,35 +522,27 @@ impl FlowMetrics {
                 self.labels.source, self.labels.target
             ),
             topic: source.topic.replace('.', "_"),
-            partition: source.partition,
+            partition: self.partition_label(source.partition),
         };
-        let state = |state| {
-            m.state
-                .get_or_create(&StateLabels {
-                    source: labels.source.clone(),
-                    target: labels.target.clone(),
-                    topic: labels.topic.clone(),
-                    partition: labels.partition,
-                    state,
-                })
-                .clone()
-        };
-        PartitionMetrics {
-            record_count: m.record_count.get_or_create(&labels).clone(),
-            record_rate: m.record_rate.get_or_create(&labels).clone(),
-            byte_count: m.byte_count.get_or_create(&labels).clone(),
-            byte_rate: m.byte_rate.get_or_create(&labels).clone(),
-            record_age: m.record_age.get(&labels),
-            replication_latency: m.replication_latency.get(&labels),
-            consumer_lag: m.consumer_lag.get_or_create(&consumer).clone(),
-            lag_records: m.lag_records.get_or_create(&labels).clone(),
-            lag_seconds: m.lag_seconds.get_or_create(&labels).clone(),
-            state: PartitionState::ALL.map(|s| state(s.name())),
-            flow: self.clone(),
+        Series {
+            record_count: m.record_count.get_or_create(labels).clone(),
+            record_rate: m.record_rate.get_or_create(labels).clone(),
+            byte_count: m.byte_count.get_or_create(labels).clone(),
+            byte_rate: m.byte_rate.get_or_create(labels).clone(),
+            record_age: m.record_age.get(labels),
+            replication_latency: m.replication_latency.get(labels),
+            lags: None,
+            state: None,
             records: Window::default(),
             bytes: Window::default(),
-            labels,
+            labels: labels.clone(),
             consumer,
+            members: HashMap::new(),
+            lag: 0,
+            known: 0,
+            states: [0; 3],
+            pending: BTreeMap::new(),
+            shown: 0,
         }
     }
 
@@ -579,16 +613,10 @@ impl FlowMetrics {
     pub fn forget_group(&self, group: &str) {
         self.metrics.checkpointed.remove(&self.group(group));
         let mut all = self.checkpoints.lock().unwrap();
-        all.retain(|(g, tp), _| {
-            let keep = g != group;
+        all.retain(|labels, _| {
+            let keep = labels.group != group;
             if !keep {
-                self.metrics.checkpoint_latency.remove(&CheckpointLabels {
-                    source: self.labels.source.clone(),
-                    target: self.labels.target.clone(),
-                    group: g.clone(),
-                    topic: tp.topic.to_string(),
-                    partition: tp.partition,
-                });
+                self.metrics.checkpoint_latency.remove(labels);
             }
             keep
         });
@@ -635,6 +663,10 @@ impl PartitionState {
         PartitionState::Stopped,
     ];
 
+    fn index(self) -> usize {
+        self as usize
+    }
+
     fn name(self) -> &'static str {
         match self {
             PartitionState::Replicating => "replicating",
@@ -644,30 +676,137 @@ impl PartitionState {
     }
 }
 
-/// One partition's series and the windows behind the windowed ones.
+fn state_labels(labels: &PartitionLabels, state: &'static str) -> StateLabels {
+    StateLabels {
+        source: labels.source.clone(),
+        target: labels.target.clone(),
+        topic: labels.topic.clone(),
+        partition: labels.partition,
+        state,
+    }
+}
+
+/// One partition's handle on the series it reports under.
 pub struct PartitionMetrics {
+    /// The source partition.
+    partition: i32,
+    series: Arc<Mutex<Series>>,
+    flow: FlowMetrics,
+}
+
+/// The series of one label set and the windows behind the windowed ones, with what each
+/// partition reporting under them contributes: one partition, or a topic's partitions
+/// under `metrics.aggregation = topic` (counts and lags add up, rates and windows cover
+/// them all, the lag in seconds is the largest, a state counts its partitions).
+struct Series {
     record_count: IntGauge,
     record_rate: FloatGauge,
     byte_count: IntGauge,
     byte_rate: FloatGauge,
     record_age: Stat,
     replication_latency: Stat,
-    consumer_lag: IntGauge,
-    lag_records: IntGauge,
-    lag_seconds: FloatGauge,
-    state: [IntGauge; 3],
-    flow: FlowMetrics,
+    /// The lag series, from the first known lag on: an exporter that showed 0 before it
+    /// knew would tell an alert that a partition just routed is caught up.
+    lags: Option<Lags>,
+    /// The state series, from the first state published on.
+    state: Option<[IntGauge; 3]>,
     records: Window,
     bytes: Window,
     labels: PartitionLabels,
     consumer: ConsumerLabels,
+    /// What each source partition last published.
+    members: HashMap<i32, Member>,
+    /// The members' known lags added up.
+    lag: i64,
+    /// Members whose lag is known.
+    known: u32,
+    /// Members per state, in [`PartitionState::ALL`]'s order.
+    states: [i64; 3],
+    /// The oldest record waiting in each lagging member, by timestamp: how many members.
+    pending: BTreeMap<i64, u32>,
+    /// When the gauges were last set (Unix ms).
+    shown: i64,
 }
 
-impl PartitionMetrics {
-    /// The flow no longer replicates the partition: its series go (a lag frozen at its last
-    /// value would mislead an alert).
-    pub fn forget(self) {
-        let m = &self.flow.metrics;
+/// A [`Series`]' lags: records (strait's and the Java consumer's names) and seconds.
+struct Lags {
+    records: IntGauge,
+    consumer: IntGauge,
+    seconds: FloatGauge,
+}
+
+/// What one partition last published into its [`Series`].
+#[derive(Default)]
+struct Member {
+    /// `None`: not known yet.
+    lag: Option<i64>,
+    state: Option<PartitionState>,
+    /// The timestamp of its oldest record fetched and not acknowledged, while it lags.
+    pending: Option<i64>,
+}
+
+impl Series {
+    /// Takes `member`'s contribution out (`add` false) or puts it in.
+    fn count(&mut self, member: &Member, add: bool) {
+        let sign = if add { 1 } else { -1 };
+        if let Some(lag) = member.lag {
+            self.lag += sign * lag;
+            match add {
+                true => self.known += 1,
+                false => self.known -= 1,
+            }
+        }
+        if let Some(state) = member.state {
+            self.states[state.index()] += sign;
+        }
+        if let Some(ts) = member.pending {
+            let n = self.pending.entry(ts).or_default();
+            match add {
+                true => *n += 1,
+                false => *n -= 1,
+            }
+            if *n == 0 {
+                self.pending.remove(&ts);
+            }
+        }
+    }
+
+    /// Sets the lag and state gauges from the members' contributions.
+    fn show(&mut self, m: &Metrics, now_ms: i64) {
+        self.shown = now_ms;
+        // Once shown, a lag stays (at what the members that remain know).
+        if self.known > 0 || self.lags.is_some() {
+            let labels = &self.labels;
+            let lags = self.lags.get_or_insert_with(|| Lags {
+                records: m.lag_records.get_or_create(labels).clone(),
+                consumer: m.consumer_lag.get_or_create(&self.consumer).clone(),
+                seconds: m.lag_seconds.get_or_create(labels).clone(),
+            });
+            lags.records.set(self.lag);
+            lags.consumer.set(self.lag);
+            let seconds = self
+                .pending
+                .keys()
+                .next()
+                .map_or(0.0, |ts| (now_ms - ts).max(0) as f64 / 1000.0);
+            lags.seconds.set(seconds);
+        }
+        let labels = &self.labels;
+        let state = self.state.get_or_insert_with(|| {
+            PartitionState::ALL.map(|s| {
+                m.state
+                    .get_or_create(&state_labels(labels, s.name()))
+                    .clone()
+            })
+        });
+        for (gauge, n) in state.iter().zip(self.states) {
+            gauge.set(n);
+        }
+    }
+
+    /// Takes the series out of `metrics` (a lag frozen at its last value would mislead an
+    /// alert).
+    fn remove(&self, m: &Metrics) {
         let l = &self.labels;
         m.record_count.remove(l);
         m.record_rate.remove(l);
@@ -679,20 +818,33 @@ impl PartitionMetrics {
         m.lag_seconds.remove(l);
         m.consumer_lag.remove(&self.consumer);
         for state in PartitionState::ALL {
-            m.state.remove(&StateLabels {
-                source: l.source.clone(),
-                target: l.target.clone(),
-                topic: l.topic.clone(),
-                partition: l.partition,
-                state: state.name(),
-            });
+            m.state.remove(&state_labels(l, state.name()));
+        }
+    }
+}
+
+impl PartitionMetrics {
+    /// The flow no longer replicates the partition: its contribution goes, and the series
+    /// with it when no other partition reports under them.
+    pub fn forget(self) {
+        let mut all = self.flow.series.lock().unwrap();
+        let mut series = self.series.lock().unwrap();
+        if let Some(member) = series.members.remove(&self.partition) {
+            series.count(&member, false);
+        }
+        if series.members.is_empty() {
+            series.remove(&self.flow.metrics);
+            all.remove(&series.labels);
+        } else {
+            let shown = series.shown;
+            series.show(&self.flow.metrics, shown);
         }
     }
 
     /// A batch whose newest record has timestamp `max_timestamp` was fetched at `now_ms`.
     pub fn fetched(&mut self, max_timestamp: i64, now_ms: i64, now: Instant) {
         let age = (now_ms - max_timestamp).max(0) as f64;
-        self.record_age.record(age, now);
+        self.series.lock().unwrap().record_age.record(age, now);
     }
 
     /// The target acknowledged a batch of `records` records and `bytes` bytes whose newest
@@ -705,16 +857,17 @@ impl PartitionMetrics {
         now_ms: i64,
         now: Instant,
     ) {
-        self.record_count.inc_by(records as i64);
-        self.byte_count.inc_by(bytes as i64);
         self.flow.batches.inc();
         self.flow.records.inc_by(records);
         self.flow.bytes.inc_by(bytes);
         self.flow.outgoing.inc_by(bytes);
-        self.records.record(records as f64, now);
-        self.bytes.record(bytes as f64, now);
         let latency = (now_ms - max_timestamp).max(0) as f64;
-        self.replication_latency.record(latency, now);
+        let mut series = self.series.lock().unwrap();
+        series.record_count.inc_by(records as i64);
+        series.byte_count.inc_by(bytes as i64);
+        series.records.record(records as f64, now);
+        series.bytes.record(bytes as f64, now);
+        series.replication_latency.record(latency, now);
     }
 
     /// Publishes the windowed figures, the lag (`None`: not known yet) with the timestamp
@@ -727,22 +880,27 @@ impl PartitionMetrics {
         now_ms: i64,
         now: Instant,
     ) {
-        self.record_rate.set(self.records.rate(now));
-        self.byte_rate.set(self.bytes.rate(now));
-        self.record_age.publish(now);
-        self.replication_latency.publish(now);
-        if let Some(lag) = lag {
-            self.lag_records.set(lag);
-            self.consumer_lag.set(lag);
-        }
-        let seconds = match (lag, oldest_pending) {
-            (Some(0), _) | (_, None) => 0.0,
-            (_, Some(ts)) => (now_ms - ts).max(0) as f64 / 1000.0,
+        let mut guard = self.series.lock().unwrap();
+        let series = &mut *guard;
+        let rate = series.records.rate(now);
+        series.record_rate.set(rate);
+        let rate = series.bytes.rate(now);
+        series.byte_rate.set(rate);
+        series.record_age.publish(now);
+        series.replication_latency.publish(now);
+        let old = series.members.remove(&self.partition).unwrap_or_default();
+        series.count(&old, false);
+        let member = Member {
+            lag: lag.or(old.lag),
+            state: Some(state),
+            pending: match (lag, oldest_pending) {
+                (Some(0), _) | (_, None) => None,
+                (_, Some(ts)) => Some(ts),
+            },
         };
-        self.lag_seconds.set(seconds);
-        for (gauge, s) in self.state.iter().zip(PartitionState::ALL) {
-            gauge.set(i64::from(s == state));
-        }
+        series.count(&member, true);
+        series.members.insert(self.partition, member);
+        series.show(&self.flow.metrics, now_ms);
     }
 }
 
@@ -872,7 +1030,7 @@ mod tests {
     #[test]
     fn a_partition_reports_under_mm2_names_and_labels() {
         let metrics = Arc::new(Metrics::new());
-        let flow = metrics.flow("east", "west");
+        let flow = metrics.flow("east", "west", MetricsAggregation::Partition);
         let mut p = flow.partition(&tp("or.ders", 3), &tp("east.or.ders", 3));
         let now = Instant::now();
         p.fetched(1_000, 1_500, now);
@@ -899,6 +1057,111 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "no line {line} in\n{text}");
         }
+    }
+
+    /// The lines of `text` that start with `name{`.
+    fn lines<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        let prefix = format!("{name}{{");
+        text.lines().filter(|l| l.starts_with(&prefix)).collect()
+    }
+
+    #[test]
+    fn a_lag_is_shown_once_known_never_as_zero_before() {
+        let metrics = Arc::new(Metrics::new());
+        let flow = metrics.flow("east", "west", MetricsAggregation::Partition);
+        let mut p = flow.partition(&tp("orders", 0), &tp("east.orders", 0));
+        let now = Instant::now();
+        p.publish(None, None, PartitionState::Replicating, 1_000, now);
+        let text = metrics.encode();
+        assert!(lines(&text, "strait_lag_records").is_empty(), "{text}");
+        assert!(lines(&text, "kafka_consumer_fetch_manager_records_lag").is_empty());
+        assert_eq!(lines(&text, "strait_partition_state").len(), 3, "{text}");
+        p.publish(Some(0), None, PartitionState::Replicating, 1_000, now);
+        let text = metrics.encode();
+        assert_eq!(lines(&text, "strait_lag_records").len(), 1, "{text}");
+    }
+
+    #[test]
+    fn per_topic_series_combine_the_partitions_and_go_with_the_last() {
+        let metrics = Arc::new(Metrics::new());
+        let flow = metrics.flow("east", "west", MetricsAggregation::Topic);
+        let now = Instant::now();
+        let mut p0 = flow.partition(&tp("orders", 0), &tp("east.orders", 0));
+        let mut p1 = flow.partition(&tp("orders", 1), &tp("east.orders", 1));
+        p0.acked(10, 700, 1_000, 1_900, now);
+        p1.acked(5, 300, 1_000, 1_400, now);
+        p0.publish(
+            Some(5),
+            Some(1_200),
+            PartitionState::Replicating,
+            3_200,
+            now,
+        );
+        p1.publish(Some(7), Some(2_200), PartitionState::Stopped, 3_200, now);
+        // A second tick: contributions are replaced, not added again.
+        p0.publish(
+            Some(4),
+            Some(1_200),
+            PartitionState::Replicating,
+            3_200,
+            now,
+        );
+        let text = metrics.encode();
+        let labels = r#"{source="east",target="west",topic="east.orders",partition=""}"#;
+        for (name, want) in [
+            (
+                "kafka_connect_mirror_mirrorsourceconnector_record_count",
+                "15",
+            ),
+            (
+                "kafka_connect_mirror_mirrorsourceconnector_byte_count",
+                "1000",
+            ),
+            (
+                "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms_max",
+                "900.0",
+            ),
+            (
+                "kafka_connect_mirror_mirrorsourceconnector_replication_latency_ms_min",
+                "400.0",
+            ),
+            ("strait_lag_records", "11"),
+            // The oldest record waiting anywhere in the topic.
+            ("strait_lag_seconds", "2.0"),
+        ] {
+            assert_eq!(
+                lines(&text, name),
+                [format!("{name}{labels} {want}")],
+                "{text}"
+            );
+        }
+        let states = lines(&text, "strait_partition_state");
+        for (state, n) in [("replicating", 1), ("paused", 0), ("stopped", 1)] {
+            let line = format!(
+                r#"strait_partition_state{{source="east",target="west",topic="east.orders",partition="",state="{state}"}} {n}"#
+            );
+            assert!(states.contains(&line.as_str()), "{line} not in {states:?}");
+        }
+        assert_eq!(
+            lines(&text, "kafka_consumer_fetch_manager_records_lag"),
+            [
+                r#"kafka_consumer_fetch_manager_records_lag{clientid="east->west|MirrorSourceConnector-0|replication-consumer",topic="orders",partition=""} 11"#
+            ]
+        );
+        p1.forget();
+        let text = metrics.encode();
+        assert_eq!(
+            lines(&text, "strait_lag_records"),
+            [format!("strait_lag_records{labels} 4")]
+        );
+        assert_eq!(
+            lines(&text, "strait_lag_seconds"),
+            [format!("strait_lag_seconds{labels} 2.0")]
+        );
+        p0.forget();
+        let text = metrics.encode();
+        assert!(lines(&text, "strait_lag_records").is_empty(), "{text}");
+        assert!(lines(&text, "strait_partition_state").is_empty(), "{text}");
     }
 
     #[test]

@@ -580,6 +580,13 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "metrics.aggregation",
+            "Topic",
+            Some(r#"metrics_aggregation = "topic""#),
+            |c, _| f0(c).metrics_aggregation == MetricsAggregation::Topic
+        ),
+        case!(
+            Flow,
             "consumer.auto.offset.reset",
             "latest",
             Some(r#"offset_reset = "latest""#),
