@@ -23,9 +23,10 @@ struct Cli {
     /// Log output format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Log filter (tracing `EnvFilter` syntax); `STRAIT_LOG` overrides it.
-    #[arg(long, global = true, default_value = "info")]
-    log_level: String,
+    /// Log filter (tracing `EnvFilter` syntax), over the config file's `log.level` (which
+    /// a SIGHUP then leaves alone); `STRAIT_LOG` overrides both.
+    #[arg(long, global = true)]
+    log_level: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -34,7 +35,8 @@ enum Command {
     Run {
         config: PathBuf,
         /// Serve `/metrics` (Prometheus), `/healthz` and `/readyz` over HTTP on this
-        /// address (such as `0.0.0.0:9404`); off unless given.
+        /// address (such as `0.0.0.0:9404`), over the file's `metrics.listen`; off unless
+        /// either is set.
         #[arg(long, value_name = "ADDR:PORT")]
         metrics_listen: Option<std::net::SocketAddr>,
     },
@@ -76,18 +78,8 @@ enum LogFormat {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = std::env::var("STRAIT_LOG").unwrap_or(cli.log_level.clone());
-    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        // Colours for a person at a terminal, never escape codes in a log file or journal.
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr);
-    match cli.log_format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let fixed = std::env::var("STRAIT_LOG").ok().or(cli.log_level.clone());
+    let log = Log::init(cli.log_format, fixed);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -113,8 +105,11 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    log.follow(&config.log_level);
     let result = match cli.command {
-        Command::Run { metrics_listen, .. } => runtime.block_on(run(config, &path, metrics_listen)),
+        Command::Run { metrics_listen, .. } => {
+            runtime.block_on(run(config, &path, metrics_listen, &log))
+        }
         Command::Check { .. } => runtime.block_on(check(config)),
         Command::Status { json, .. } => runtime.block_on(status(config, json)),
         Command::TranslateOffsets {
@@ -139,6 +134,60 @@ fn main() -> ExitCode {
             eprintln!("strait: {}", message(&e));
             ExitCode::from(1)
         }
+    }
+}
+
+/// The log: its filter comes from `STRAIT_LOG` or `--log-level` when given ("fixed"), else
+/// from the config file's `log.level`, which a SIGHUP re-reads.
+struct Log {
+    filter: tracing_subscriber::reload::Handle<
+        tracing_subscriber::EnvFilter,
+        tracing_subscriber::Registry,
+    >,
+    fixed: bool,
+}
+
+impl Log {
+    /// Starts logging to standard error in `format`, at `fixed` or at `info` until the
+    /// config file is read.
+    fn init(format: LogFormat, fixed: Option<String>) -> Log {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        let filter = fixed.as_deref().unwrap_or("info");
+        let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|e| {
+            eprintln!("strait: log filter `{filter}`: {e}; logging at info");
+            tracing_subscriber::EnvFilter::new("info")
+        });
+        let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
+        let fmt = tracing_subscriber::fmt::layer()
+            // Colours for a person at a terminal, never escape codes in a log file or journal.
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr);
+        let registry = tracing_subscriber::registry().with(filter);
+        match format {
+            LogFormat::Text => registry.with(fmt).init(),
+            LogFormat::Json => registry.with(fmt.json()).init(),
+        }
+        Log {
+            filter: handle,
+            fixed: fixed.is_some(),
+        }
+    }
+
+    /// Logs at `level` (a config file's `log.level`, checked when loaded) unless the filter
+    /// is fixed. Returns whether the filter changed.
+    fn follow(&self, level: &str) -> bool {
+        if self.fixed {
+            return false;
+        }
+        let Ok(filter) = tracing_subscriber::EnvFilter::try_new(level) else {
+            return false;
+        };
+        let unchanged = self
+            .filter
+            .with_current(|f| f.to_string() == filter.to_string())
+            .unwrap_or(true);
+        !unchanged && self.filter.reload(filter).is_ok()
     }
 }
 
@@ -170,6 +219,7 @@ async fn run(
     config: strait::config::Config,
     path: &std::path::Path,
     metrics_listen: Option<std::net::SocketAddr>,
+    log: &Log,
 ) -> anyhow::Result<()> {
     let mut signals = Signals::new()?;
     let drain = config
@@ -181,10 +231,10 @@ async fn run(
     let deadline = drain + SHUTDOWN_MARGIN;
     let shutdown = CancellationToken::new();
     let telemetry = std::sync::Arc::new(strait::telemetry::Telemetry::default());
-    if let Some(addr) = metrics_listen {
+    if let Some(addr) = metrics_listen.or(config.metrics_listen) {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .map_err(|e| anyhow::anyhow!("--metrics-listen {addr}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("metrics listener on {addr}: {e}"))?;
         tracing::info!(%addr, "serving /metrics, /healthz and /readyz");
         tokio::spawn(strait::telemetry::serve(
             listener,
@@ -202,7 +252,7 @@ async fn run(
             done = &mut flows => return Ok(done?),
             // A flow failed: the others are draining.
             _ = shutdown.cancelled() => break,
-            _ = hangups.recv() => reload(path, &updates),
+            _ = hangups.recv() => reload(path, &updates, log),
             signal = signals.recv() => {
                 tracing::info!(%signal, "shutting down: draining in-flight batches and committing progress (a second signal exits at once)");
                 shutdown.cancel();
@@ -228,11 +278,20 @@ async fn run(
 /// SIGHUP: reads the config file again. The settings that change live go to the flows;
 /// the others are named, for the next restart. A file that does not load is rejected with
 /// its error, and the running config stays.
-fn reload(path: &std::path::Path, updates: &tokio::sync::watch::Sender<strait::config::Config>) {
+fn reload(
+    path: &std::path::Path,
+    updates: &tokio::sync::watch::Sender<strait::config::Config>,
+    log: &Log,
+) {
     tracing::info!(path = %path.display(), "SIGHUP: reloading the config file");
     match strait::config::load(path) {
         Err(e) => tracing::error!(error = %e, "config reload rejected; the running config stays"),
         Ok((new, _warnings)) => {
+            if log.follow(&new.log_level) {
+                tracing::info!(log_level = %new.log_level, "config reload: log level changed");
+            } else if log.fixed && new.log_level != updates.borrow().log_level {
+                tracing::warn!(log_level = %new.log_level, "config reload: log.level ignored: --log-level or STRAIT_LOG sets the log filter");
+            }
             for change in strait::flow::restart_only_changes(&updates.borrow(), &new) {
                 tracing::warn!(%change, "config reload: this change takes effect at the next restart");
             }

@@ -467,6 +467,68 @@ fn lag_is_the_source_end_minus_the_target_position_while_the_target_is_down() {
     target.stop();
 }
 
+#[test]
+fn a_reload_changes_the_log_level() {
+    let [source, target] = kafka::clusters();
+    let topic = kafka::unique("ops.log-level");
+    kafka::create_topic(source, &topic, 1, &[]);
+    kafka::produce(source, &["--topic", &topic, "--count", "100"]);
+    // The listener set in the file, too.
+    let addr = format!("127.0.0.1:{}", kafka::free_port());
+    let with_level = |level: &str| {
+        let extra = format!(
+            "log.level = {level}\nemit.checkpoints.interval.seconds = 1\nmetrics.listen = {addr}\n"
+        );
+        config(source, target, &topic, &extra)
+    };
+    let mut strait = Strait::start(&with_level("warn"), "properties");
+    common::strait::wait_for_records(
+        &mut strait,
+        target,
+        &format!("s.{topic}"),
+        1,
+        100,
+        Duration::from_secs(60),
+    );
+    let levels = |strait: &Strait| -> Vec<String> {
+        strait
+            .log_text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|l| l["level"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    assert!(levels(&strait).is_empty(), "{}", strait.log_text());
+    probe_until(
+        &addr,
+        "/healthz",
+        200,
+        "served on the file's metrics.listen",
+    );
+
+    std::fs::write(&strait.config, with_level("info,strait=debug")).unwrap();
+    strait.signal("HUP");
+    strait.wait_for_log_line(Duration::from_secs(10), |l| {
+        l.contains("log level changed") && l.contains("info,strait=debug")
+    });
+    // Debug lines follow: the checkpoint task's, once a group has offsets to translate.
+    let group = kafka::unique("ops-log-group");
+    assert_eq!(kafka::consume(source, &topic, &group, 50).len(), 50);
+    let line = strait.wait_for_log_line(Duration::from_secs(20), |l| l.contains("\"DEBUG\""));
+    assert!(line.contains("checkpoints written"), "{line}");
+
+    std::fs::write(&strait.config, with_level("error")).unwrap();
+    strait.signal("HUP");
+    // The reload's own INFO line is written before the filter changes; nothing below ERROR
+    // after it.
+    std::thread::sleep(Duration::from_secs(3));
+    let after = levels(&strait).len();
+    // Longer than the status line's interval (5 s), an INFO line.
+    std::thread::sleep(Duration::from_secs(7));
+    assert_eq!(levels(&strait).len(), after, "{}", strait.log_text());
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
 /// `strait ARGS`' standard output; the command must succeed.
 fn cli_stdout(args: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))

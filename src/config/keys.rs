@@ -295,6 +295,31 @@ pub static KEYS: &[KeySpec] = &[
              by what it finds (`mm2.properties` only).",
     ),
     KeySpec::new(
+        "log.level",
+        Global,
+        "info",
+        Setter::Check(super::validate::check_log_level),
+    )
+    .toml("log_level")
+    .strait()
+    .doc(
+        "What strait logs: a level (`error`, `warn`, `info`, `debug`, `trace`) or a \
+             tracing filter (`info,strait::fetch=debug`). A SIGHUP applies a new value at \
+             once. `--log-level` or the `STRAIT_LOG` variable, when given, win over it.",
+    ),
+    KeySpec::new(
+        "metrics.listen",
+        Global,
+        "",
+        Setter::Check(super::validate::check_listen),
+    )
+    .toml("metrics_listen")
+    .strait()
+    .doc(
+        "Serve `/metrics` (Prometheus), `/healthz` and `/readyz` over HTTP on this address \
+             (`0.0.0.0:9404`); off unless set. `strait run --metrics-listen` wins over it.",
+    ),
+    KeySpec::new(
         "dedicated.mode.enable.internal.rest",
         Global,
         "false",

@@ -21,6 +21,11 @@ pub struct Config {
     /// Enabled flows, in file order (`mm2.properties`: in the order of `clusters`, source
     /// major). Never empty.
     pub flows: Vec<FlowConfig>,
+    /// The log filter (`log.level`, tracing `EnvFilter` syntax), checked. Default `info`.
+    pub log_level: String,
+    /// Where to serve `/metrics`, `/healthz` and `/readyz` (`metrics.listen`); `None`: not
+    /// served.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// How to reach one cluster.

@@ -459,6 +459,19 @@ pub(crate) fn parse(
         pos: Pos::Line(clusters.line),
         rank: 1,
     };
+    // Process settings: checked by their key specs like any other key, validated from here.
+    let top_level = |key: &str| {
+        entries.iter().find(|e| e.key == key).map(|e| Sourced {
+            value: e.value.trim().to_string(),
+            origin: Origin {
+                key: e.key.clone(),
+                pos: Pos::Line(e.line),
+                rank: 1,
+            },
+        })
+    };
+    raw.log_level = top_level("log.level");
+    raw.metrics_listen = top_level("metrics.listen");
     for alias in &aliases {
         raw.clusters.insert(alias.clone(), RawCluster::default());
     }

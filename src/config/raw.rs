@@ -88,6 +88,10 @@ pub(crate) struct RawConfig {
     /// Top-level cluster keys (`mm2.properties` only): defaults for every cluster.
     #[serde(skip)]
     pub cluster_defaults: RawCluster,
+    /// `log.level` / `log_level`.
+    pub log_level: Option<Sourced<String>>,
+    /// `metrics.listen` / `metrics_listen`.
+    pub metrics_listen: Option<Sourced<String>>,
     /// Where the cluster list was declared (the `clusters` key).
     #[serde(skip)]
     pub clusters_origin: Origin,

@@ -59,6 +59,25 @@ fn check_alias(alias: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A log filter strait can use: tracing's `EnvFilter` syntax (`info`,
+/// `warn,strait::fetch=debug`).
+pub(crate) fn check_log_level(v: &str) -> Result<(), String> {
+    tracing_subscriber::EnvFilter::try_new(v)
+        .map(drop)
+        .map_err(|e| format!("`{v}` is not a log filter (`info`, `warn,strait::fetch=debug`): {e}"))
+}
+
+/// A listening address: `ip:port` (`0.0.0.0:9404`, `[::]:9404`).
+fn parse_listen(v: &str) -> Result<std::net::SocketAddr, String> {
+    v.parse()
+        .map_err(|_| format!("`{v}` is not ip:port (such as 0.0.0.0:9404)"))
+}
+
+/// [`parse_listen`] as a key check.
+pub(crate) fn check_listen(v: &str) -> Result<(), String> {
+    parse_listen(v).map(drop)
+}
+
 /// `host:port` or `[ipv6]:port`, port 1..=65535.
 fn check_host_port(s: &str) -> Result<(), String> {
     let malformed = || format!("`{s}` is not host:port");
@@ -353,7 +372,25 @@ impl<'a> Validator<'a> {
                 },
             );
         }
-        Ok(Config { clusters, flows })
+        let log_level = match &self.raw.log_level {
+            None => "info".to_string(),
+            Some(level) => check_log_level(&level.value)
+                .map(|()| level.value.clone())
+                .map_err(|message| self.error(Some(&level.origin), "log_level", message))?,
+        };
+        let metrics_listen = match &self.raw.metrics_listen {
+            None => None,
+            Some(addr) => Some(
+                parse_listen(&addr.value)
+                    .map_err(|message| self.error(Some(&addr.origin), "metrics_listen", message))?,
+            ),
+        };
+        Ok(Config {
+            clusters,
+            flows,
+            log_level,
+            metrics_listen,
+        })
     }
 
     /// Whether cluster `alias` runs TLS and whether it authenticates with SASL
@@ -1483,6 +1520,18 @@ mod tests {
         .unwrap();
         assert!(!config.clusters.contains_key("spare"));
         assert_eq!(warnings[0].key, "spare.bootstrap.servers");
+    }
+
+    #[test]
+    fn a_log_level_that_is_no_filter_names_its_line() {
+        let e = err("source->target.enabled = true\nlog.level = strait=loud\n");
+        assert_eq!((e.line(), e.key()), (Some(5), Some("log.level")), "{e}");
+        assert!(e.to_string().contains("strait=loud"), "{e}");
+        let toml = "log_level = \"strait=loud\"\n[clusters.s]\nbootstrap_servers = [\"s:1\"]\n\
+                    [clusters.t]\nbootstrap_servers = [\"t:1\"]\n\
+                    [[flows]]\nsource = \"s\"\ntarget = \"t\"\n";
+        let e = crate::config::parse_toml(toml, "strait.toml").unwrap_err();
+        assert_eq!((e.line(), e.key()), (Some(1), Some("log_level")), "{e}");
     }
 
     #[test]

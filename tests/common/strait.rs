@@ -52,16 +52,23 @@ impl Strait {
     }
 
     /// Starts the process again on the same config (after a kill or a stop); the log grows.
+    /// It logs at `info,strait=debug` (`STRAIT_LOG`) unless the config sets its own
+    /// `log.level`.
     pub fn restart(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_strait"))
+        let text = std::fs::read_to_string(&self.config).unwrap();
+        let own_level = text.contains("log.level") || text.contains("log_level");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_strait"));
+        if !own_level {
+            command.env("STRAIT_LOG", "info,strait=debug");
+        }
+        let child = command
             .args(["--log-format", "json", "run", self.config.to_str().unwrap()])
             .args(&self.run_args)
-            .env("STRAIT_LOG", "info,strait=debug")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

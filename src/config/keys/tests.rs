@@ -31,11 +31,13 @@ fn props(scope: Scope, name: &str, value: &str) -> (Config, Vec<ConfigWarning>) 
     parse_properties(&text, "mm2.properties").unwrap_or_else(|e| panic!("{name} = {value}: {e}"))
 }
 
-/// The same flow in TOML, with `snippet` in the source cluster or the flow table.
+/// The same flow in TOML, with `snippet` at top level, in the source cluster or in the
+/// flow table.
 fn toml_text(scope: Scope, snippet: &str) -> String {
-    let (cluster, flow) = match scope {
-        Cluster => (snippet, ""),
-        _ => ("", snippet),
+    let (top, cluster, flow) = match scope {
+        Global => (snippet, "", ""),
+        Cluster => ("", snippet, ""),
+        _ => ("", "", snippet),
     };
     let servers = if cluster.contains("bootstrap_servers") {
         ""
@@ -43,7 +45,7 @@ fn toml_text(scope: Scope, snippet: &str) -> String {
         "bootstrap_servers = [\"s:9092\"]\n"
     };
     format!(
-        "[clusters.source]\n{servers}{cluster}\n\
+        "{top}\n[clusters.source]\n{servers}{cluster}\n\
          [clusters.target]\nbootstrap_servers = [\"t:9092\"]\n\
          [[flows]]\nsource = \"source\"\ntarget = \"target\"\n{flow}\n"
     )
@@ -101,6 +103,20 @@ fn cases() -> Vec<Case> {
         }),
         // Its effect: config::providers.
         case!(Global, "config.providers", "", None, |_, w| w.is_empty()),
+        case!(
+            Global,
+            "log.level",
+            "warn,strait::fetch=debug",
+            Some(r#"log_level = "warn,strait::fetch=debug""#),
+            |c, w| c.log_level == "warn,strait::fetch=debug" && w.is_empty()
+        ),
+        case!(
+            Global,
+            "metrics.listen",
+            "127.0.0.1:9404",
+            Some(r#"metrics_listen = "127.0.0.1:9404""#),
+            |c, w| c.metrics_listen == Some(([127, 0, 0, 1], 9404).into()) && w.is_empty()
+        ),
         case!(
             Global,
             "dedicated.mode.enable.internal.rest",
@@ -1002,6 +1018,7 @@ fn reference_table() -> String {
         };
         let toml = match (spec.toml, spec.scope) {
             (Some(field), Cluster) => format!("`clusters.<alias>.{field}`"),
+            (Some(field), Global) => format!("`{field}`"),
             (Some(field), _) => format!("`flows[].{field}`"),
             (None, Global) if spec.name == "clusters" => "`[clusters.<alias>]`".to_string(),
             (None, _) => "—".to_string(),
