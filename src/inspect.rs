@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 use serde::Serialize;
 
 use crate::config::{Config, FlowConfig};
-use crate::kafka::log_reader::{list_offsets, read_keyed_records, read_partition};
+use crate::kafka::log_reader::{list_offsets, read_keyed_records, read_keyed_tail, read_partition};
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
-use crate::mm2::records::Checkpoint;
+use crate::mm2::records::{Checkpoint, Heartbeat};
 use crate::progress;
 
 /// A consumer group's position on the target, from the flow's latest checkpoint.
@@ -105,8 +105,25 @@ pub struct FlowStatus {
     /// never. An instance commits only when positions move: an idle one does not.
     pub last_commit_ms: Option<i64>,
     pub last_commit_age_ms: Option<i64>,
+    /// When the flow's last heartbeat was written to the target (Unix ms), and how long ago;
+    /// `None`: none among the heartbeats topic's last records.
+    pub last_heartbeat_ms: Option<i64>,
+    pub last_heartbeat_age_ms: Option<i64>,
+    /// Whether an instance replicates the flow now: its heartbeats keep coming (the last
+    /// within [`HEARTBEAT_SILENCE`] intervals). Any writer of the flow's heartbeats counts:
+    /// strait, or a MirrorMaker 2 running the same flow. `None` when the flow emits no
+    /// heartbeats (`emit.heartbeats.enabled = false`): nothing tells.
+    pub running: Option<bool>,
     pub partitions: Vec<PartitionStatus>,
 }
+
+/// Heartbeat intervals without a heartbeat after which a flow is taken as not running
+/// (beyond a 5 s allowance for a slow target).
+pub const HEARTBEAT_SILENCE: u32 = 3;
+
+/// Heartbeat records looked at, from the end of the heartbeats topic: a second's worth of
+/// many flows into one target.
+const HEARTBEAT_TAIL: i64 = 1000;
 
 /// Every flow's partitions: the source end offset, the committed position, the lag.
 pub async fn status(config: &Config) -> anyhow::Result<Vec<FlowStatus>> {
@@ -124,6 +141,15 @@ pub async fn status(config: &Config) -> anyhow::Result<Vec<FlowStatus>> {
             .await
             .map_err(on(&flow.target))?;
         let ends = source_ends(&source, flow).await.map_err(on(&flow.source))?;
+        let last_heartbeat_ms = last_heartbeat(&target, flow)
+            .await
+            .map_err(on(&flow.target))?;
+        let now = crate::now_ms();
+        let running = flow.emit_heartbeats.enabled.then(|| {
+            let silence =
+                i64::from(HEARTBEAT_SILENCE) * flow.emit_heartbeats.interval_ms as i64 + 5_000;
+            last_heartbeat_ms.is_some_and(|t| now - t <= silence)
+        });
         let mut partitions: Vec<PartitionStatus> = ends
             .into_iter()
             .map(|(tp, end)| {
@@ -145,7 +171,10 @@ pub async fn status(config: &Config) -> anyhow::Result<Vec<FlowStatus>> {
         out.push(FlowStatus {
             flow: flow_name(flow),
             last_commit_ms,
-            last_commit_age_ms: last_commit_ms.map(|t| crate::now_ms() - t),
+            last_commit_age_ms: last_commit_ms.map(|t| now - t),
+            last_heartbeat_ms,
+            last_heartbeat_age_ms: last_heartbeat_ms.map(|t| now - t),
+            running,
             partitions,
         });
     }
@@ -186,6 +215,21 @@ async fn source_ends(
         );
     }
     Ok(out)
+}
+
+/// The timestamp of the last heartbeat of `flow` among the last records of the heartbeats
+/// topic on its target, if any.
+async fn last_heartbeat(target: &Cluster, flow: &FlowConfig) -> Result<Option<i64>, KafkaError> {
+    let tp = TopicPartition::new(flow.policy.heartbeats_topic(), 0);
+    let records = read_keyed_tail(target, &tp, HEARTBEAT_TAIL)
+        .await?
+        .unwrap_or_default();
+    Ok(records
+        .iter()
+        .filter_map(|(_, key, value)| Heartbeat::decode(key, value).ok())
+        .filter(|h| h.source_cluster_alias == flow.source && h.target_cluster_alias == flow.target)
+        .map(|h| h.timestamp)
+        .max())
 }
 
 /// An error of cluster `alias`, naming it.

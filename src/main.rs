@@ -364,7 +364,20 @@ async fn status(config: strait::config::Config, json: bool) -> anyhow::Result<()
             format!("{:.1} s ago", ms as f64 / 1000.0)
         });
         let lag: i64 = flow.partitions.iter().filter_map(|p| p.lag).sum();
-        println!("flow {}: last commit {ago}, lag {lag}", flow.flow);
+        let heartbeat = flow
+            .last_heartbeat_age_ms
+            .map_or("no heartbeat".to_string(), |ms| {
+                format!("last heartbeat {:.1} s ago", ms as f64 / 1000.0)
+            });
+        let running = match flow.running {
+            Some(true) => format!("running ({heartbeat})"),
+            Some(false) => format!("not running ({heartbeat})"),
+            None => "running: unknown (no heartbeats emitted)".to_string(),
+        };
+        println!(
+            "flow {}: {running}, last commit {ago}, lag {lag}",
+            flow.flow
+        );
         let rows: Vec<Vec<String>> = flow
             .partitions
             .iter()

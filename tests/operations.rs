@@ -43,10 +43,21 @@ const DASHBOARD: &[&str] = &[
 ];
 
 fn config(source: &Cluster, target: &Cluster, topic: &str, extra: &str) -> String {
+    config_as(("s", "t"), source, target, topic, extra)
+}
+
+/// [`config`] with the clusters named `s` and `t`: a flow no other test's heartbeats name.
+fn config_as(
+    (s, t): (&str, &str),
+    source: &Cluster,
+    target: &Cluster,
+    topic: &str,
+    extra: &str,
+) -> String {
     format!(
-        "clusters = s, t\ns.bootstrap.servers = {}\nt.bootstrap.servers = {}\ns->t.enabled = true\n\
-         s->t.topics = {topic}\nreplication.factor = 1\ninternal.topic.replication.factor = 1\n\
-         progress.commit.interval.ms = 500\n{extra}",
+        "clusters = {s}, {t}\n{s}.bootstrap.servers = {}\n{t}.bootstrap.servers = {}\n\
+         {s}->{t}.enabled = true\n{s}->{t}.topics = {topic}\nreplication.factor = 1\n\
+         internal.topic.replication.factor = 1\nprogress.commit.interval.ms = 500\n{extra}",
         source.bootstrap, target.bootstrap
     )
 }
@@ -548,12 +559,13 @@ fn cli_stdout(args: &[&str]) -> String {
 fn status_and_translate_offsets_agree_with_kafkas_own_tools() {
     let [source, target] = kafka::clusters();
     let topic = kafka::unique("ops.inspect");
-    let remote = format!("s.{topic}");
+    let remote = format!("si.{topic}");
     let group = kafka::unique("ops-inspect-group");
     kafka::create_topic(source, &topic, 2, &[]);
     kafka::produce(source, &["--topic", &topic, "--count", "2000"]);
     assert_eq!(kafka::consume(source, &topic, &group, 700).len(), 700);
-    let text = config(
+    let text = config_as(
+        ("si", "ti"),
         source,
         target,
         &topic,
@@ -566,7 +578,7 @@ fn status_and_translate_offsets_agree_with_kafkas_own_tools() {
     let partitions = kafka::committed_offsets(source, &group).len();
     assert!(partitions > 0);
     let mm2 = strait.wait_until("checkpoints of the group", Duration::from_secs(60), || {
-        let found = kafka::translate_offsets(target, "s", &group);
+        let found = kafka::translate_offsets(target, "si", &group);
         (found.len() == partitions).then_some(found)
     });
     common::strait::wait_for_records(
@@ -676,9 +688,28 @@ fn status_and_translate_offsets_agree_with_kafkas_own_tools() {
         assert_eq!(row["target_committed"], want, "{row}");
     }
     assert!(flow["last_commit_age_ms"].as_i64().is_some(), "{flow}");
+    // Its heartbeats (every second) say it runs...
+    assert_eq!(flow["running"], true, "{flow}");
+    assert!(
+        flow["last_heartbeat_age_ms"].as_i64().unwrap() < 8_000,
+        "{flow}"
+    );
     let table = cli_stdout(&["status", &path]);
-    assert!(table.starts_with("flow s->t: last commit"), "{table}");
+    assert!(
+        table.starts_with("flow si->ti: running (last heartbeat"),
+        "{table}"
+    );
     assert!(strait.terminate().success(), "{}", strait.log_text());
+    // ... and their silence, past three intervals and 5 s, that it does not.
+    std::thread::sleep(Duration::from_secs(9));
+    let all: serde_json::Value =
+        serde_json::from_str(&cli_stdout(&["status", &path, "--json"])).unwrap();
+    assert_eq!(all[0]["running"], false, "{all:#}");
+    let table = cli_stdout(&["status", &path]);
+    assert!(
+        table.starts_with("flow si->ti: not running (last heartbeat"),
+        "{table}"
+    );
 }
 
 #[test]

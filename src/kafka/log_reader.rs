@@ -69,7 +69,16 @@ pub async fn read_keyed_records(
     cluster: &Cluster,
     tp: &TopicPartition,
 ) -> Result<Option<Vec<(i64, Bytes, Bytes)>>, KafkaError> {
-    let Some(batches) = read_partition(cluster, tp).await? else {
+    read_keyed_tail(cluster, tp, i64::MAX).await
+}
+
+/// [`read_keyed_records`] of the last `offsets` offsets (see [`read_tail`]).
+pub async fn read_keyed_tail(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    offsets: i64,
+) -> Result<Option<Vec<(i64, Bytes, Bytes)>>, KafkaError> {
+    let Some(batches) = read_tail(cluster, tp, offsets).await? else {
         return Ok(None);
     };
     keyed_records(tp, &batches).map(Some)
@@ -104,6 +113,16 @@ pub async fn read_partition(
     cluster: &Cluster,
     tp: &TopicPartition,
 ) -> Result<Option<Vec<RawBatch>>, KafkaError> {
+    read_tail(cluster, tp, i64::MAX).await
+}
+
+/// [`read_partition`] from `offsets` before its last stable offset (or its log start, if
+/// that is later): the batches holding those offsets, whole.
+pub async fn read_tail(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    offsets: i64,
+) -> Result<Option<Vec<RawBatch>>, KafkaError> {
     let meta = cluster.metadata(Some(&[tp.topic.to_string()])).await?;
     let Some(topic) = meta
         .into_iter()
@@ -130,7 +149,7 @@ pub async fn read_partition(
         )));
     };
     let mut out = Vec::new();
-    let mut offset = start;
+    let mut offset = start.max(end.saturating_sub(offsets));
     let mut fetch_bytes = FIRST_FETCH_BYTES;
     while offset < end {
         // A sessionless full fetch (session id 0, epoch -1; KIP-227).
