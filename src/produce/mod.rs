@@ -419,13 +419,7 @@ impl Engine {
                 .map(|b| u64::try_from(b.record_count()).unwrap_or(0))
                 .sum::<u64>();
             let lag = part.lag();
-            let oldest = part
-                .inflight
-                .iter()
-                .chain(&part.queue)
-                .find_map(|e| e.batch.as_ref())
-                .map(RawBatch::base_timestamp)
-                .filter(|t| *t >= 0);
+            let oldest = part.oldest_waiting(now_ms);
             if part.dropped {
                 continue;
             }

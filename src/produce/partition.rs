@@ -225,6 +225,9 @@ pub(super) struct Partition {
     pub new_log: bool,
     /// The partition's series (`None` for the progress partition, or without telemetry).
     pub metrics: Option<PartitionMetrics>,
+    /// When the source was first seen ahead of the acknowledged position (Unix ms), since
+    /// the partition was last caught up: its oldest record waiting is at least that old.
+    behind_since: Option<i64>,
     /// The flow no longer replicates the partition (`unroute`): what was sent is written,
     /// and fetching waits until it is routed again.
     pub dropped: bool,
@@ -268,8 +271,28 @@ impl Partition {
             paused: false,
             new_log: false,
             metrics: None,
+            behind_since: None,
             dropped: false,
         }
+    }
+
+    /// The timestamp of the oldest record not yet replicated, as far as strait knows at
+    /// `now_ms`: the first batch fetched and not acknowledged; while none is (the fetch
+    /// buffer is full of other partitions' batches, say) and the source is ahead, when
+    /// that was first seen, which its records are at least as old as. `None` when caught
+    /// up, or without timestamps.
+    pub fn oldest_waiting(&mut self, now_ms: i64) -> Option<i64> {
+        self.behind_since = match self.lag() {
+            Some(lag) if lag > 0 => Some(self.behind_since.unwrap_or(now_ms)),
+            _ => None,
+        };
+        self.inflight
+            .iter()
+            .chain(&self.queue)
+            .find_map(|e| e.batch.as_ref())
+            .map(RawBatch::base_timestamp)
+            .filter(|t| *t >= 0)
+            .or(self.behind_since)
     }
 
     /// Records of the source partition the target has not acknowledged: from the
@@ -692,6 +715,27 @@ mod tests {
         }
         p.inflight.push_back(entry);
         seq
+    }
+
+    #[test]
+    fn the_oldest_record_waiting_is_bounded_while_nothing_of_it_is_fetched() {
+        let mut p = partition();
+        p.acked.source_next = 10;
+        p.source_end = 10;
+        assert_eq!(p.oldest_waiting(1_000), None);
+        // The source moved on; nothing of it fetched yet: at least as old as first seen.
+        p.source_end = 15;
+        assert_eq!(p.oldest_waiting(2_000), Some(2_000));
+        assert_eq!(p.oldest_waiting(9_000), Some(2_000));
+        // Fetched: its own timestamp (the batch's records are stamped 0..).
+        queue(&mut p, 5, 15);
+        assert_eq!(p.oldest_waiting(9_500), Some(0));
+        // Caught up: nothing waits, and a later backlog starts its own clock.
+        p.queue.clear();
+        p.acked.source_next = 15;
+        assert_eq!(p.oldest_waiting(10_000), None);
+        p.source_end = 16;
+        assert_eq!(p.oldest_waiting(11_000), Some(11_000));
     }
 
     fn seqs(entries: &VecDeque<Entry>) -> Vec<Option<i32>> {
