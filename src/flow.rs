@@ -239,6 +239,7 @@ pub fn cluster(c: &ClusterConfig) -> anyhow::Result<Arc<Cluster>> {
 }
 
 /// Where a flow reports: its series and its health.
+#[derive(Clone)]
 struct Reports {
     metrics: FlowMetrics,
     health: Arc<FlowHealth>,
@@ -316,8 +317,7 @@ struct Running {
     fetcher: Fetcher,
     commands: mpsc::UnboundedSender<Command>,
     stats: watch::Receiver<Stats>,
-    side: Tasks,
-    side_shutdown: CancellationToken,
+    side: Side,
     fetch: Tasks,
     fetch_shutdown: CancellationToken,
     engine: Tasks,
@@ -331,9 +331,63 @@ struct Running {
     create_progress: bool,
     /// Told when a task ends.
     health: Arc<FlowHealth>,
+    progress_topic: String,
+}
+
+/// The flow's MM2 side tasks (heartbeats; checkpoints with consumer-group offset sync), and
+/// what starting them takes: a config reload that changes their settings starts them again.
+struct Side {
+    tasks: Tasks,
+    shutdown: CancellationToken,
     /// The checkpoint task's group filter, changed by a config reload.
     groups: watch::Sender<crate::filter::GroupFilter>,
-    progress_topic: String,
+    clusters: (Arc<Cluster>, Arc<Cluster>),
+    translations: Translations,
+    reports: Reports,
+}
+
+impl Side {
+    fn start(
+        flow: &FlowConfig,
+        clusters: (Arc<Cluster>, Arc<Cluster>),
+        translations: Translations,
+        reports: Reports,
+    ) -> Side {
+        let shutdown = CancellationToken::new();
+        let (groups, groups_rx) = watch::channel(flow.groups.clone());
+        let tasks = spawn_side_tasks(
+            flow,
+            (&clusters.0, &clusters.1),
+            &translations,
+            &reports,
+            groups_rx,
+            &shutdown,
+        );
+        Side {
+            tasks,
+            shutdown,
+            groups,
+            clusters,
+            translations,
+            reports,
+        }
+    }
+
+    /// Stops the tasks and starts them again with `flow`'s settings. Returns the first that
+    /// had failed, if any (then none is started).
+    async fn restart(&mut self, flow: &FlowConfig) -> Option<(&'static str, TaskEnd)> {
+        self.shutdown.cancel();
+        if let Some(failed) = self.tasks.join().await {
+            return Some(failed);
+        }
+        *self = Side::start(
+            flow,
+            self.clusters.clone(),
+            self.translations.clone(),
+            self.reports.clone(),
+        );
+        None
+    }
 }
 
 /// What the control loop takes over from start-up besides the running flow.
@@ -461,22 +515,17 @@ async fn start(
             syncs_shutdown.clone(),
         ),
     );
-    let side_shutdown = CancellationToken::new();
-    let (groups, groups_rx) = watch::channel(flow.groups.clone());
-    let side = spawn_side_tasks(
+    let side = Side::start(
         flow,
-        (source, target),
-        &translations,
-        reports,
-        groups_rx,
-        &side_shutdown,
+        (source.clone(), target.clone()),
+        translations,
+        reports.clone(),
     );
     let running = Running {
         fetcher,
         commands,
         stats,
         side,
-        side_shutdown,
         fetch,
         fetch_shutdown,
         engine: engine_task,
@@ -487,7 +536,6 @@ async fn start(
         create_progress,
         progress_topic,
         health: reports.health.clone(),
-        groups,
     };
     Ok((
         running,
@@ -637,7 +685,7 @@ async fn control(
                 };
                 let change = Reload::apply(&mut flow, new);
                 if change != Reload::default() {
-                    tracing::info!(flow = %name, topics = change.topics, groups = change.groups, refresh_topics_interval = change.refresh, "config reloaded: applying the settings that change live");
+                    tracing::info!(flow = %name, topics = change.topics, groups = change.groups, refresh_topics_interval = change.refresh, syncs = change.syncs, heartbeats_checkpoints = change.side, "config reloaded: applying the settings that change live");
                 }
                 if change.topics {
                     for (topic, partitions) in known.extract_if(|t, _| !replicates(&flow, t)) {
@@ -652,11 +700,24 @@ async fn control(
                     discovered = Some(discover(&flow, source, target, &known).await);
                 }
                 if change.groups {
-                    running.groups.send_replace(flow.groups.clone());
+                    running.side.groups.send_replace(flow.groups.clone());
                 }
                 if change.refresh {
                     refresh = tokio::time::interval(Duration::from_millis(flow.refresh_topics_interval_ms));
                     refresh.tick().await;
+                }
+                if change.syncs {
+                    config_sync = tokio::time::interval(sync_interval(flow.sync_topic_configs.interval_ms));
+                    acl_sync = tokio::time::interval(sync_interval(flow.sync_topic_acls.interval_ms));
+                    config_sync.tick().await;
+                    acl_sync.tick().await;
+                }
+                if change.side {
+                    if let Some((task, cause)) = running.side.restart(&flow).await {
+                        let error = FlowError::Task { flow: name.to_string(), task, cause };
+                        running.health.failed(error.to_string());
+                        return Err(error);
+                    }
                 }
             }
             _ = config_sync.tick(), if flow.sync_topic_configs.enabled => {
@@ -726,7 +787,7 @@ impl Running {
     /// The first of the flow's tasks to end, and how.
     async fn ended(&mut self) -> (&'static str, TaskEnd) {
         tokio::select! {
-            ended = self.side.ended() => ended,
+            ended = self.side.tasks.ended() => ended,
             ended = self.fetch.ended() => ended,
             ended = self.engine.ended() => ended,
             ended = self.syncs.ended() => ended,
@@ -741,7 +802,7 @@ impl Running {
     /// before (so nothing was drained and committed here).
     async fn stop(mut self, name: &str) -> Result<Option<Stats>, (&'static str, TaskEnd)> {
         let drains = !self.engine.set.is_empty();
-        self.side_shutdown.cancel();
+        self.side.shutdown.cancel();
         // Stop reading the source first, then let the engine drain and commit.
         self.fetch_shutdown.cancel();
         let fetch = self.fetch.join().await;
@@ -753,7 +814,7 @@ impl Running {
         }
         self.syncs_shutdown.cancel();
         let syncs = self.syncs.join().await;
-        let side = self.side.join().await;
+        let side = self.side.tasks.join().await;
         match side.or(fetch).or(engine).or(syncs) {
             Some(failed) => Err(failed),
             None => Ok(drains.then(|| self.stats.borrow().clone())),
@@ -1017,6 +1078,11 @@ struct Reload {
     groups: bool,
     /// `refresh.topics.interval.seconds`.
     refresh: bool,
+    /// `sync.topic.configs.*`, `sync.topic.acls.*`: from now.
+    syncs: bool,
+    /// `emit.heartbeats.*`, `emit.checkpoints.*`, `sync.group.offsets.*`: the side tasks
+    /// start again with them.
+    side: bool,
 }
 
 impl Reload {
@@ -1026,10 +1092,26 @@ impl Reload {
             topics: flow.topics != new.topics,
             groups: flow.groups != new.groups,
             refresh: flow.refresh_topics_interval_ms != new.refresh_topics_interval_ms,
+            syncs: (flow.sync_topic_configs, flow.sync_topic_acls)
+                != (new.sync_topic_configs, new.sync_topic_acls),
+            side: (
+                flow.emit_heartbeats,
+                flow.emit_checkpoints,
+                flow.sync_group_offsets,
+            ) != (
+                new.emit_heartbeats,
+                new.emit_checkpoints,
+                new.sync_group_offsets,
+            ),
         };
         flow.topics = new.topics.clone();
         flow.groups = new.groups.clone();
         flow.refresh_topics_interval_ms = new.refresh_topics_interval_ms;
+        flow.sync_topic_configs = new.sync_topic_configs;
+        flow.sync_topic_acls = new.sync_topic_acls;
+        flow.emit_heartbeats = new.emit_heartbeats;
+        flow.emit_checkpoints = new.emit_checkpoints;
+        flow.sync_group_offsets = new.sync_group_offsets;
         change
     }
 }
@@ -1061,7 +1143,7 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
                 live.fencing_transactional_id = f.fencing_transactional_id.clone();
                 if live != *f {
                     out.push(format!(
-                        "flow {}->{}: settings other than topics, topics.exclude, groups, groups.exclude and refresh.topics.interval.seconds changed",
+                        "flow {}->{}: settings other than the topic and group filters and the intervals changed",
                         f.source, f.target
                     ));
                 }
@@ -1130,7 +1212,8 @@ mod tests {
     fn a_reload_applies_filters_live_and_names_what_takes_a_restart() {
         let old = parsed("topics = orders\n");
         let live = parsed(
-            "topics = orders, payments\ngroups = billing\nrefresh.topics.interval.seconds = 1\n",
+            "topics = orders, payments\ngroups = billing\nrefresh.topics.interval.seconds = 1\n\
+             sync.topic.acls.interval.seconds = 60\nemit.checkpoints.interval.seconds = 5\n",
         );
         assert_eq!(restart_only_changes(&old, &live), Vec::<String>::new());
         let mut flow = old.flows[0].clone();
@@ -1140,7 +1223,9 @@ mod tests {
             Reload {
                 topics: true,
                 groups: true,
-                refresh: true
+                refresh: true,
+                syncs: true,
+                side: true,
             }
         );
         assert!(replicates(&flow, "payments") && !replicates(&old.flows[0], "payments"));
@@ -1151,7 +1236,7 @@ mod tests {
             restart_only_changes(&old, &restart),
             [
                 "cluster b: its connection settings changed (or it was added or removed)",
-                "flow a->b: settings other than topics, topics.exclude, groups, groups.exclude and refresh.topics.interval.seconds changed",
+                "flow a->b: settings other than the topic and group filters and the intervals changed",
                 "flow b->a: enabled",
             ]
         );

@@ -540,6 +540,42 @@ fn a_reload_changes_the_log_level() {
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }
 
+#[test]
+fn a_reload_turns_checkpoints_on_and_the_group_translates() {
+    let [source, target] = kafka::clusters();
+    let topic = kafka::unique("ops.reload-checkpoints");
+    let group = kafka::unique("ops-reload-group");
+    kafka::create_topic(source, &topic, 1, &[]);
+    kafka::produce(source, &["--topic", &topic, "--count", "300"]);
+    assert_eq!(kafka::consume(source, &topic, &group, 120).len(), 120);
+    // Aliases of its own: no other test writes checkpoints of `sc`.
+    let with = |extra: &str| config_as(("sc", "tc"), source, target, &topic, extra);
+    let mut strait = Strait::start(&with("emit.checkpoints.enabled = false\n"), "properties");
+    common::strait::wait_for_records(
+        &mut strait,
+        target,
+        &format!("sc.{topic}"),
+        1,
+        300,
+        Duration::from_secs(60),
+    );
+    let checkpoints = "sc.checkpoints.internal".to_string();
+    assert!(!kafka::checkpoint_topics(target).contains(&checkpoints));
+
+    std::fs::write(
+        &strait.config,
+        with("emit.checkpoints.interval.seconds = 1\n"),
+    )
+    .unwrap();
+    strait.signal("HUP");
+    let found = strait.wait_until("the group's checkpoint", Duration::from_secs(30), || {
+        let found = kafka::translate_offsets(target, "sc", &group);
+        (!found.is_empty()).then_some(found)
+    });
+    assert_eq!(found, [(format!("sc.{topic}"), 0, 120)]);
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
 /// `strait ARGS`' standard output; the command must succeed.
 fn cli_stdout(args: &[&str]) -> String {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_strait"))

@@ -73,19 +73,25 @@ pub async fn run(
     // again by the next process, and group offsets only ever move forward.
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => return Ok(()),
+            _ = shutdown.cancelled() => break,
             _ = tick.tick() => tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
+                _ = shutdown.cancelled() => break,
                 () = emitter.emit(&config, &source, &target, &translations) => {}
             },
             _ = sync_tick.tick(), if config.sync_group_offsets.is_some() => tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
+                _ = shutdown.cancelled() => break,
                 synced = sync_groups(&target, emitter.emitted.values(), &mut refused_on_target) => if let Err(e) = synced {
                     tracing::warn!(error = %e, "group offset sync failed; retrying at the next interval");
                 }
             },
         }
     }
+    // No task watches these groups now (a reload that turns checkpoints off, say): a time
+    // frozen here would read as checkpoints gone stale.
+    for group in &emitter.watched {
+        emitter.metrics.forget_group(group);
+    }
+    Ok(())
 }
 
 /// What the checkpoint task wrote so far: the last checkpoint of each group-partition (one
