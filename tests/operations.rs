@@ -249,11 +249,20 @@ fn metrics_carry_every_series_of_mm2s_dashboard_and_count_what_was_replicated() 
     // Record batch bytes, the batches being forwarded as they are (no coalescing by default).
     let name = "kafka_connect_mirror_mirrorsourceconnector_byte_count";
     let bytes = by_partition(&samples, name, &remote);
+    let mut total = 0;
     for p in 0..3 {
         let batches = common::strait::raw_batches(source, &TopicPartition::new(topic.as_str(), p));
         let want: usize = batches.iter().map(|b| b.len()).sum();
         assert_eq!(bytes[&p], Some(want as f64), "byte_count of partition {p}");
+        total += want;
     }
+    // Fetched: every batch once (nothing rewound here).
+    let fetched: Vec<Option<f64>> = samples
+        .iter()
+        .filter(|s| s.name == "strait_fetched_bytes_total")
+        .map(|s| s.value)
+        .collect();
+    assert_eq!(fetched, [Some(total as f64)]);
     let states: Vec<&Sample> = samples
         .iter()
         .filter(|s| s.name == "strait_partition_state" && s.label("topic") == remote)

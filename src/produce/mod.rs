@@ -505,7 +505,7 @@ impl Engine {
             return;
         }
         if let Some((flow, _)) = &self.telemetry {
-            flow.fetched(batches.iter().map(|f| f.batch.len()).sum());
+            flow.fetched(batches.len(), batches.iter().map(|f| f.batch.len()).sum());
         }
         let part = &mut self.parts[i];
         let mut last = None;

@@ -181,6 +181,8 @@ pub struct Metrics {
     lag_seconds: Family<PartitionLabels, FloatGauge>,
     state: Family<StateLabels, IntGauge>,
     batches: Family<FlowLabels, Counter>,
+    fetched_batches: Family<FlowLabels, Counter>,
+    fetched_bytes: Family<FlowLabels, Counter>,
     records: Family<FlowLabels, Counter>,
     bytes: Family<FlowLabels, Counter>,
     errors: Family<ErrorLabels, Counter>,
@@ -268,6 +270,16 @@ impl Metrics {
             "Record batches the target acknowledged",
         );
         let records = register(&mut r, "strait_records", "Records the target acknowledged");
+        let fetched_batches = register(
+            &mut r,
+            "strait_fetched_batches",
+            "Record batches fetched from the source",
+        );
+        let fetched_bytes = register(
+            &mut r,
+            "strait_fetched_bytes",
+            "Record batch bytes fetched from the source",
+        );
         let bytes = register(
             &mut r,
             "strait_bytes",
@@ -352,6 +364,8 @@ impl Metrics {
             lag_seconds,
             state,
             batches,
+            fetched_batches,
+            fetched_bytes,
             records,
             bytes,
             errors,
@@ -425,6 +439,8 @@ impl Metrics {
             series: Arc::default(),
             aggregation,
             batches: self.batches.get_or_create(&labels).clone(),
+            fetched_batches: self.fetched_batches.get_or_create(&labels).clone(),
+            fetched_bytes: self.fetched_bytes.get_or_create(&labels).clone(),
             records: self.records.get_or_create(&labels).clone(),
             bytes: self.bytes.get_or_create(&labels).clone(),
             last_commit: self.last_commit.get_or_create(&labels).clone(),
@@ -441,6 +457,8 @@ pub struct FlowMetrics {
     metrics: Arc<Metrics>,
     labels: FlowLabels,
     batches: Counter,
+    fetched_batches: Counter,
+    fetched_bytes: Counter,
     records: Counter,
     bytes: Counter,
     last_commit: FloatGauge,
@@ -565,9 +583,11 @@ impl FlowMetrics {
         self.active_records.set(records as i64);
     }
 
-    /// Record batches of `bytes` bytes were fetched from the source.
-    pub fn fetched(&self, bytes: usize) {
+    /// `batches` record batches of `bytes` bytes were fetched from the source.
+    pub fn fetched(&self, batches: usize, bytes: usize) {
         self.incoming.inc_by(bytes as u64);
+        self.fetched_batches.inc_by(batches as u64);
+        self.fetched_bytes.inc_by(bytes as u64);
     }
 
     /// `count` answers from the `side` cluster (`"source"` or `"target"`) carried error
