@@ -1139,12 +1139,18 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
                 let mut live = o.clone();
                 Reload::apply(&mut live, f);
                 // Its default names the topic filter (`<topics>`): the producer keeps the id
-                // it registered until a restart, which is no reason to warn.
-                live.fencing_transactional_id = f.fencing_transactional_id.clone();
-                if live != *f {
+                // it registered until a restart, which is no reason to warn when the filter
+                // changed with it.
+                if o.topics != f.topics {
+                    live.fencing_transactional_id = f.fencing_transactional_id.clone();
+                }
+                let keys = live.differences(f);
+                if !keys.is_empty() {
                     out.push(format!(
-                        "flow {}->{}: settings other than the topic and group filters and the intervals changed",
-                        f.source, f.target
+                        "flow {}->{}: {} changed",
+                        f.source,
+                        f.target,
+                        keys.join(", ")
                     ));
                 }
             }
@@ -1236,9 +1242,17 @@ mod tests {
             restart_only_changes(&old, &restart),
             [
                 "cluster b: its connection settings changed (or it was added or removed)",
-                "flow a->b: settings other than the topic and group filters and the intervals changed",
+                "flow a->b: fetch.max.bytes changed",
                 "flow b->a: enabled",
             ]
+        );
+        // A fencing id set anew is named; one that follows the topic filter (its default)
+        // is not.
+        let fenced =
+            parsed("topics = orders\nfencing.transactional.id = other\nbuffer.bytes = 1048576\n");
+        assert_eq!(
+            restart_only_changes(&old, &fenced),
+            ["flow a->b: fencing.transactional.id, buffer.bytes changed"]
         );
     }
 

@@ -341,6 +341,14 @@ pub struct FlowConfig {
 impl PartialEq for FlowConfig {
     /// Field-by-field equality; regexes compare by pattern text.
     fn eq(&self, other: &Self) -> bool {
+        self.differences(other).is_empty()
+    }
+}
+
+impl FlowConfig {
+    /// The settings that differ between `self` and `other`, by their key (the
+    /// `mm2.properties` name, or `source`/`target`).
+    pub fn differences(&self, other: &FlowConfig) -> Vec<&'static str> {
         // Destructuring makes a new field a compile error here until it is compared.
         let FlowConfig {
             source,
@@ -375,41 +383,107 @@ impl PartialEq for FlowConfig {
             produce_delivery_timeout_ms,
             metrics_aggregation,
         } = self;
-        *source == other.source
-            && *target == other.target
-            && *topics == other.topics
-            && *groups == other.groups
-            && *policy == other.policy
-            && *replication_factor == other.replication_factor
-            && *internal_replication_factor == other.internal_replication_factor
-            && *refresh_topics_interval_ms == other.refresh_topics_interval_ms
-            && *progress_commit_interval_ms == other.progress_commit_interval_ms
-            && *shutdown_drain_timeout_ms == other.shutdown_drain_timeout_ms
-            && *fencing_transactional_id == other.fencing_transactional_id
-            && *offset_reset == other.offset_reset
-            && *tasks_max == other.tasks_max
-            && *emit_heartbeats == other.emit_heartbeats
-            && *emit_checkpoints == other.emit_checkpoints
-            && *sync_group_offsets == other.sync_group_offsets
-            && *sync_topic_configs == other.sync_topic_configs
-            && *sync_topic_acls == other.sync_topic_acls
-            && *offset_syncs_location == other.offset_syncs_location
-            && *offset_lag_max == other.offset_lag_max
-            && config_properties_exclude.len() == other.config_properties_exclude.len()
-            && config_properties_exclude
-                .iter()
-                .zip(&other.config_properties_exclude)
-                .all(|(a, b)| a.as_str() == b.as_str())
-            && *fetch_max_bytes == other.fetch_max_bytes
-            && *fetch_partition_max_bytes == other.fetch_partition_max_bytes
-            && *fetch_max_wait_ms == other.fetch_max_wait_ms
-            && *produce_max_in_flight == other.produce_max_in_flight
-            && *produce_linger_ms == other.produce_linger_ms
-            && *produce_max_request_bytes == other.produce_max_request_bytes
-            && *buffer_bytes == other.buffer_bytes
-            && *produce_coalesce_bytes == other.produce_coalesce_bytes
-            && *produce_delivery_timeout_ms == other.produce_delivery_timeout_ms
-            && *metrics_aggregation == other.metrics_aggregation
+        let patterns = |r: &[Regex]| r.iter().map(|r| r.as_str().to_string()).collect::<Vec<_>>();
+        [
+            ("source", *source == other.source),
+            ("target", *target == other.target),
+            ("topics", *topics == other.topics),
+            ("groups", *groups == other.groups),
+            ("replication.policy.*", *policy == other.policy),
+            (
+                "replication.factor",
+                *replication_factor == other.replication_factor,
+            ),
+            (
+                "internal.topic.replication.factor",
+                *internal_replication_factor == other.internal_replication_factor,
+            ),
+            (
+                "refresh.topics.interval.seconds",
+                *refresh_topics_interval_ms == other.refresh_topics_interval_ms,
+            ),
+            (
+                "progress.commit.interval.ms",
+                *progress_commit_interval_ms == other.progress_commit_interval_ms,
+            ),
+            (
+                "shutdown.drain.timeout.ms",
+                *shutdown_drain_timeout_ms == other.shutdown_drain_timeout_ms,
+            ),
+            (
+                "fencing.transactional.id",
+                *fencing_transactional_id == other.fencing_transactional_id,
+            ),
+            ("offset.reset", *offset_reset == other.offset_reset),
+            ("tasks.max", *tasks_max == other.tasks_max),
+            (
+                "emit.heartbeats.*",
+                *emit_heartbeats == other.emit_heartbeats,
+            ),
+            (
+                "emit.checkpoints.*",
+                *emit_checkpoints == other.emit_checkpoints,
+            ),
+            (
+                "sync.group.offsets.*",
+                *sync_group_offsets == other.sync_group_offsets,
+            ),
+            (
+                "sync.topic.configs.*",
+                *sync_topic_configs == other.sync_topic_configs,
+            ),
+            (
+                "sync.topic.acls.*",
+                *sync_topic_acls == other.sync_topic_acls,
+            ),
+            (
+                "offset-syncs.topic.location",
+                *offset_syncs_location == other.offset_syncs_location,
+            ),
+            ("offset.lag.max", *offset_lag_max == other.offset_lag_max),
+            (
+                "config.properties.exclude",
+                patterns(config_properties_exclude) == patterns(&other.config_properties_exclude),
+            ),
+            ("fetch.max.bytes", *fetch_max_bytes == other.fetch_max_bytes),
+            (
+                "fetch.partition.max.bytes",
+                *fetch_partition_max_bytes == other.fetch_partition_max_bytes,
+            ),
+            (
+                "fetch.max.wait.ms",
+                *fetch_max_wait_ms == other.fetch_max_wait_ms,
+            ),
+            (
+                "produce.max.in.flight",
+                *produce_max_in_flight == other.produce_max_in_flight,
+            ),
+            (
+                "produce.linger.ms",
+                *produce_linger_ms == other.produce_linger_ms,
+            ),
+            (
+                "produce.max.request.bytes",
+                *produce_max_request_bytes == other.produce_max_request_bytes,
+            ),
+            ("buffer.bytes", *buffer_bytes == other.buffer_bytes),
+            (
+                "produce.coalesce.bytes",
+                *produce_coalesce_bytes == other.produce_coalesce_bytes,
+            ),
+            (
+                "produce.delivery.timeout.ms",
+                *produce_delivery_timeout_ms == other.produce_delivery_timeout_ms,
+            ),
+            (
+                "metrics.aggregation",
+                *metrics_aggregation == other.metrics_aggregation,
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, same)| !same)
+        .map(|(key, _)| key)
+        .collect()
     }
 }
 
