@@ -11,6 +11,11 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
+/// musl's allocator hands freed memory back to the kernel eagerly: the buffers TLS
+/// allocates per record then cost a page fault each time. dlmalloc (pure Rust) keeps them.
+#[global_allocator]
+static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
 #[derive(Parser)]
 #[command(
     name = "strait",
