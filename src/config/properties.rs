@@ -315,6 +315,23 @@ impl Parser<'_> {
                 WarningKind::NotImplemented,
                 "TLS setting not implemented by strait; it has no effect".to_string(),
             )
+        } else if let Some(spec) = role_security_key(rest).filter(|_| scope != Scope::Cluster) {
+            let role = &rest[..rest.len() - spec.name.len()];
+            let message = if scope == Scope::Global {
+                // MirrorMakerConfig hands its clients `<alias>.` settings and top-level
+                // client keys without a role; a top-level role prefix reaches none of them.
+                format!(
+                    "MM2 passes no top-level `{role}` setting to its clients either, so it has \
+                     no effect; set `<alias>.{rest}` for one cluster, or `{}` for every cluster",
+                    spec.name
+                )
+            } else {
+                format!(
+                    "strait connects to a cluster one way for every flow, so a flow's \
+                     security setting has no effect; set `<alias>.{rest}` on the cluster"
+                )
+            };
+            (WarningKind::Ignored, message)
         } else if starts(CLIENT_PREFIXES) {
             (
                 WarningKind::NotImplemented,
@@ -664,6 +681,53 @@ mod tests {
                            `source.consumer.security.protocol` (line 6)"
             ),
             "{e}"
+        );
+    }
+
+    /// MM2 hands its clients no top-level `consumer.`/`producer.`/`admin.` security setting
+    /// (MirrorMakerConfig.clusterProps); strait ignores them too, and says what to write.
+    #[test]
+    fn security_settings_of_roles_outside_a_cluster_are_ignored_with_the_key_to_use() {
+        let (config, warnings) = parse_properties(
+            "clusters = source, target\n\
+             source.bootstrap.servers = 127.0.0.1:9092\n\
+             target.bootstrap.servers = 127.0.0.1:9093\n\
+             source->target.enabled = true\n\
+             consumer.security.protocol = SSL\n\
+             admin.ssl.truststore.location = /etc/ca.pem\n\
+             source->target.producer.sasl.mechanism = PLAIN\n",
+            "mm2.properties",
+        )
+        .unwrap();
+        assert!(config.clusters.values().all(|c| c.tls.is_none()));
+        let said: Vec<(&str, WarningKind, &str)> = warnings
+            .iter()
+            .map(|w| (w.key.as_str(), w.kind, w.message.as_str()))
+            .collect();
+        assert_eq!(
+            said,
+            vec![
+                (
+                    "consumer.security.protocol",
+                    WarningKind::Ignored,
+                    "MM2 passes no top-level `consumer.` setting to its clients either, so it \
+                     has no effect; set `<alias>.consumer.security.protocol` for one cluster, \
+                     or `security.protocol` for every cluster"
+                ),
+                (
+                    "admin.ssl.truststore.location",
+                    WarningKind::Ignored,
+                    "MM2 passes no top-level `admin.` setting to its clients either, so it has \
+                     no effect; set `<alias>.admin.ssl.truststore.location` for one cluster, \
+                     or `ssl.truststore.location` for every cluster"
+                ),
+                (
+                    "source->target.producer.sasl.mechanism",
+                    WarningKind::Ignored,
+                    "strait connects to a cluster one way for every flow, so a flow's security \
+                     setting has no effect; set `<alias>.producer.sasl.mechanism` on the cluster"
+                ),
+            ]
         );
     }
 
