@@ -21,6 +21,7 @@
 //!
 //! Quick run: `cargo bench --bench forward -- --warm-up-time 1 --measurement-time 3`.
 
+use std::collections::HashMap;
 use std::hint::black_box;
 use std::path::Path;
 use std::sync::Arc;
@@ -120,6 +121,7 @@ fn produce(partitions: Partitions, version: i16) -> usize {
     let mut sent = 0;
     loop {
         let mut topics: Vec<TopicData> = Vec::new();
+        let mut index = HashMap::new();
         for (name, id, partition, sequence, batches) in &mut queues {
             let Some(batch) = batches.next() else {
                 continue;
@@ -131,7 +133,7 @@ fn produce(partitions: Partitions, version: i16) -> usize {
                 transactional: false,
             });
             *sequence = next_sequence(*sequence, batch.record_count());
-            TopicData::push(&mut topics, name, || *id, *partition, stamped);
+            TopicData::push(&mut topics, &mut index, name, || *id, *partition, stamped);
         }
         if topics.is_empty() {
             return sent;

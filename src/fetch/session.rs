@@ -5,7 +5,7 @@
 //! log by ListOffsets, hand the partition back to the coordinator, stop it) and hands every
 //! partition back when its broker fails.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,6 +106,7 @@ pub(super) fn spawn_session(
         id: 0,
         epoch: 0,
         sent: HashMap::new(),
+        left: BTreeSet::new(),
         forgotten_ids: HashMap::new(),
     };
     tokio::spawn(session.run(rx));
@@ -129,6 +130,8 @@ struct Session {
     epoch: i32,
     /// Fetch offsets and last fetched epochs the broker's session holds for us.
     sent: HashMap<TopicPartition, (i64, i32)>,
+    /// Partitions that left since the last request: the broker's session may still hold them.
+    left: BTreeSet<TopicPartition>,
     /// Ids of topics whose partitions left the session, for the forgotten-topics list.
     forgotten_ids: HashMap<Arc<str>, uuid::Uuid>,
 }
@@ -195,6 +198,7 @@ impl Session {
     fn obey(&mut self, order: SessionOrder) {
         match order {
             SessionOrder::Place(p) => {
+                self.left.remove(&p.tp);
                 self.parts.insert(p.tp.clone(), p);
             }
             SessionOrder::Forget(tp) => {
@@ -209,6 +213,7 @@ impl Session {
     fn leave(&mut self, tp: &TopicPartition) -> Option<Placed> {
         let p = self.parts.remove(tp)?;
         self.forgotten_ids.insert(p.tp.topic.clone(), p.topic_id);
+        self.left.insert(tp.clone());
         Some(p)
     }
 
@@ -216,6 +221,7 @@ impl Session {
         self.id = 0;
         self.epoch = 0;
         self.sent.clear();
+        self.left.clear();
     }
 
     fn request(&self) -> FetchRequest {
@@ -246,12 +252,8 @@ impl Session {
         }
         let mut forgotten: Vec<ForgottenTopic> = Vec::new();
         if !full {
-            let mut gone: Vec<&TopicPartition> = self
-                .sent
-                .keys()
-                .filter(|tp| !self.parts.contains_key(*tp))
-                .collect();
-            gone.sort();
+            // In order: one forgotten entry per topic.
+            let gone = self.left.iter().filter(|tp| self.sent.contains_key(*tp));
             for tp in gone {
                 let id = self.topic_id_hint(tp);
                 match forgotten.last_mut() {
@@ -313,10 +315,13 @@ impl Session {
         }
         for f in &request.forgotten_topics_data {
             for p in &f.partitions {
-                self.sent
-                    .remove(&TopicPartition::new(f.topic.0.as_str(), *p));
+                let tp = TopicPartition::new(f.topic.0.as_str(), *p);
+                self.sent.remove(&tp);
+                self.left.remove(&tp);
             }
         }
+        // One that left before it was ever sent has nothing to forget.
+        self.left.retain(|tp| self.sent.contains_key(tp));
         if response.session_id != 0 {
             self.id = response.session_id;
             self.epoch = if self.epoch == i32::MAX {

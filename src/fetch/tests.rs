@@ -438,3 +438,72 @@ async fn a_resumed_position_is_fetched_with_its_committed_epoch() {
     assert_eq!(chunk.next_offset, 16);
     assert_eq!(fetch_positions(&broker)[..1], [(12, 3)]);
 }
+
+/// A partition taken out of an incremental fetch session is named in the forgotten topics
+/// of the next request, once; the partitions that stay are not sent again while unchanged.
+#[tokio::test]
+async fn a_partition_that_leaves_the_session_is_forgotten_once() {
+    let broker = FakeBroker::start(1, &[(TOPIC, 2)], |r| {
+        let Some(fetch) = fetch_request(r) else {
+            return Reply::Default;
+        };
+        let idle = |p| {
+            PartitionData::default()
+                .with_partition_index(p)
+                .with_high_watermark(5)
+        };
+        let responses = fetch
+            .topics
+            .iter()
+            .map(|t| {
+                FetchableTopicResponse::default()
+                    .with_topic(t.topic.clone())
+                    .with_topic_id(t.topic_id)
+                    .with_partitions(t.partitions.iter().map(|p| idle(p.partition)).collect())
+            })
+            .collect();
+        Reply::Answer(ResponseKind::Fetch(
+            FetchResponse::default()
+                .with_session_id(7)
+                .with_responses(responses),
+        ))
+    })
+    .await;
+    let (fetcher, mut events) = fetcher(&broker, 0, OffsetReset::Earliest);
+    fetcher.assign(TopicPartition::new(TOPIC, 1), Some(0), None);
+    let mut reported = Vec::new();
+    while reported.len() < 2 {
+        let tp = next_chunk(&mut events).await.tp;
+        if !reported.contains(&tp) {
+            reported.push(tp);
+        }
+    }
+    fetcher.forget(TopicPartition::new(TOPIC, 1));
+    let forgotten = |broker: &FakeBroker| -> Vec<Vec<i32>> {
+        broker
+            .received_of(ApiKey::Fetch)
+            .iter()
+            .filter_map(fetch_request)
+            .filter(|f| !f.forgotten_topics_data.is_empty())
+            .map(|f| {
+                f.forgotten_topics_data
+                    .iter()
+                    .flat_map(|t| t.partitions.clone())
+                    .collect()
+            })
+            .collect()
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while forgotten(&broker).is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // A few more requests go by.
+    let seen = broker.received_of(ApiKey::Fetch).len();
+    while broker.received_of(ApiKey::Fetch).len() < seen + 3 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(forgotten(&broker), vec![vec![1]]);
+    let last = broker.received_of(ApiKey::Fetch);
+    let last = fetch_request(last.last().unwrap()).unwrap();
+    assert!(last.topics.is_empty(), "nothing changed: {:?}", last.topics);
+}

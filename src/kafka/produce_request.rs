@@ -4,6 +4,9 @@
 //! is the one of `ProduceRequest.json` (Apache Kafka); a test checks it byte for byte
 //! against the `kafka-protocol` crate's encoder for every version.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use bytes::{BufMut, BytesMut};
 
 use super::segments::Segments;
@@ -12,7 +15,7 @@ use crate::batch::{put_uvarint, Stamped};
 /// The batches of one topic in a Produce request: one per partition (Produce v3+ rule).
 #[derive(Debug)]
 pub struct TopicData {
-    pub name: std::sync::Arc<str>,
+    pub name: Arc<str>,
     /// Sent instead of the name from v13 on.
     pub topic_id: uuid::Uuid,
     pub partitions: Vec<(i32, Stamped)>,
@@ -20,22 +23,25 @@ pub struct TopicData {
 
 impl TopicData {
     /// Adds `stamped` for `partition` of `topic` to the request's `topics`, under the topic's
-    /// entry if it has one already (`topic_id` is asked only for a new entry).
+    /// entry if it has one already (`topic_id` is asked only for a new entry). `index` maps
+    /// each name in `topics` to its entry: a request may carry thousands of topics.
     pub fn push(
         topics: &mut Vec<TopicData>,
-        topic: &std::sync::Arc<str>,
+        index: &mut HashMap<Arc<str>, usize>,
+        topic: &Arc<str>,
         topic_id: impl FnOnce() -> uuid::Uuid,
         partition: i32,
         stamped: Stamped,
     ) {
-        match topics.iter_mut().find(|t| t.name == *topic) {
-            Some(t) => t.partitions.push((partition, stamped)),
-            None => topics.push(TopicData {
+        let at = *index.entry(topic.clone()).or_insert_with(|| {
+            topics.push(TopicData {
                 name: topic.clone(),
                 topic_id: topic_id(),
-                partitions: vec![(partition, stamped)],
-            }),
-        }
+                partitions: Vec::new(),
+            });
+            topics.len() - 1
+        });
+        topics[at].partitions.push((partition, stamped));
     }
 }
 

@@ -158,7 +158,7 @@ pub struct Engine {
     looking_up: bool,
     /// The topics the last lookup left unresolved: looking them up again waits until
     /// `lookup_after` (backing off), a lookup that includes any other topic does not.
-    unresolved: Vec<String>,
+    unresolved: Vec<Arc<str>>,
     lookup_after: Instant,
     lookup_backoff: Backoff,
     stats: Stats,
@@ -194,6 +194,9 @@ const COALESCE_SMALL: usize = 16;
 
 /// Requests in flight per target broker (the Java producer's max.in.flight per connection).
 const BROKER_IN_FLIGHT: usize = 5;
+
+/// Fetch events taken in at most before the engine sends what they brought.
+const BURST: usize = 4096;
 
 impl Engine {
     /// Prepares an engine that writes to `target` and records progress in `progress_topic`.
@@ -319,12 +322,24 @@ impl Engine {
                 _ = shutdown.cancelled() => break,
                 Some(done) = self.requests.join_next(), if !self.requests.is_empty() => {
                     if let Ok(done) = done { self.finish(done); }
+                    while let Some(done) = self.requests.try_join_next() {
+                        if let Ok(done) = done { self.finish(done); }
+                    }
                 }
                 Some(cmd) = commands.recv() => match cmd {
                     Command::Route(r) => self.route(r),
                     Command::Unroute(tp) => self.unroute(&tp),
                 },
-                Some(event) = events.recv() => self.accept(event),
+                Some(event) = events.recv() => {
+                    self.accept(event);
+                    // What else has arrived goes in before the next pump: one walk over the
+                    // partitions, and Produce requests that carry the whole burst, per burst
+                    // instead of per chunk (a fetch response brings a chunk per partition).
+                    for _ in 1..BURST {
+                        let Ok(event) = events.try_recv() else { break };
+                        self.accept(event);
+                    }
+                }
                 _ = commit_tick.tick() => {
                     self.commit();
                     self.stats.lag = self.lag();
@@ -603,19 +618,20 @@ impl Engine {
             return;
         }
         let now = Instant::now();
-        // Position-only entries at the front of an idle partition are acknowledged at once.
+        let mut leaders: Vec<i32> = Vec::new();
         for i in 0..self.parts.len() {
+            // Position-only entries at the front of an idle partition are acknowledged at once.
             let done = self.parts[i].take_positions();
             if !done.is_empty() {
                 self.acknowledged(i, done);
             }
+            let part = &self.parts[i];
+            if let Some(leader) = part.leader.filter(|_| !part.queue.is_empty()) {
+                if leaders.last() != Some(&leader) {
+                    leaders.push(leader);
+                }
+            }
         }
-        let mut leaders: Vec<i32> = self
-            .parts
-            .iter()
-            .filter(|p| !p.queue.is_empty())
-            .filter_map(|p| p.leader)
-            .collect();
         leaders.sort_unstable();
         leaders.dedup();
         for broker in leaders {
@@ -685,6 +701,7 @@ impl Engine {
     fn send_to(&mut self, broker: i32, conn: Connection, now: Instant) {
         let (pid, epoch) = self.producer;
         let mut topics: Vec<TopicData> = Vec::new();
+        let mut topic_index = HashMap::new();
         let mut sent = Vec::new();
         let mut size = 0usize;
         for (i, part) in self.parts.iter_mut().enumerate() {
@@ -726,6 +743,7 @@ impl Engine {
             let topic_ids = &self.topic_ids;
             TopicData::push(
                 &mut topics,
+                &mut topic_index,
                 &part.target.topic,
                 || {
                     topic_ids
@@ -808,7 +826,7 @@ impl Engine {
             self.throttled_until
                 .insert(done.broker, Instant::now() + throttle);
         }
-        let mut results: HashMap<(String, i32), (i16, i64)> = HashMap::new();
+        let mut results: HashMap<(Arc<str>, i32), (i16, i64)> = HashMap::new();
         // A nil id (unknown) names no topic: an answer under it is unmatched.
         let names: HashMap<uuid::Uuid, Arc<str>> = done
             .ids
@@ -817,13 +835,13 @@ impl Engine {
             .cloned()
             .collect();
         for t in response.responses {
-            let name = if t.name.0.is_empty() {
+            let name: Arc<str> = if t.name.0.is_empty() {
                 names
                     .get(&t.topic_id)
-                    .map(|n| n.to_string())
-                    .unwrap_or_default()
+                    .cloned()
+                    .unwrap_or_else(|| Arc::from(""))
             } else {
-                t.name.0.to_string()
+                Arc::from(t.name.0.as_str())
             };
             for p in t.partition_responses {
                 results.insert((name.clone(), p.index), (p.error_code, p.base_offset));
@@ -832,7 +850,7 @@ impl Engine {
         for (i, seq) in done.sent {
             self.parts[i].outstanding -= 1;
             let key = (
-                self.parts[i].target.topic.to_string(),
+                self.parts[i].target.topic.clone(),
                 self.parts[i].target.partition,
             );
             self.on_result(i, seq, results.get(&key).copied());
@@ -1069,14 +1087,13 @@ impl Engine {
             }
             self.reset_pending = false;
         }
-        if !self.reset_pending {
-            let now = Instant::now();
-            for part in &mut self.parts {
+        let now = Instant::now();
+        for i in 0..self.parts.len() {
+            let part = &mut self.parts[i];
+            if !self.reset_pending {
                 part.recover(now);
             }
-        }
-        for i in 0..self.parts.len() {
-            if self.parts[i].new_log && self.parts[i].outstanding == 0 {
+            if part.new_log && part.outstanding == 0 {
                 self.start_over(i);
             }
         }
@@ -1094,13 +1111,16 @@ impl Engine {
         }
         let missing = self.missing_leaders(|p| p.outstanding == 0);
         if missing.is_empty()
-            || (missing.iter().all(|t| self.unresolved.contains(t))
+            || (missing
+                .iter()
+                .all(|t| self.unresolved.binary_search(t).is_ok())
                 && Instant::now() < self.lookup_after)
         {
             return;
         }
         self.looking_up = true;
         let target = self.target.clone();
+        let missing: Vec<String> = missing.iter().map(|t| t.to_string()).collect();
         self.requests
             .spawn(async move { Done::Leaders(target.metadata(Some(&missing)).await) });
     }
@@ -1109,7 +1129,15 @@ impl Engine {
         self.looking_up = false;
         match found {
             Ok(topics) => {
-                for t in topics {
+                // Each partition's leader, found in one pass over the partitions: a lookup
+                // can answer for thousands of topics.
+                let mut leaders: HashMap<(&str, i32), i32> = HashMap::new();
+                for t in &topics {
+                    for pm in t.partitions.iter().filter(|pm| pm.leader >= 0) {
+                        leaders.insert((t.name.as_str(), pm.partition), pm.leader);
+                    }
+                }
+                for t in &topics {
                     let name: Arc<str> = Arc::from(t.name.as_str());
                     if t.error_code == ResponseError::UnknownTopicOrPartition.code() {
                         // Gone, if the engine knew it: deleted on the target.
@@ -1127,19 +1155,12 @@ impl Engine {
                             self.new_log(&name, t.id);
                         }
                     }
-                    for part in self
-                        .parts
-                        .iter_mut()
-                        .filter(|p| p.target.topic == name && p.needs_metadata)
-                    {
-                        if let Some(pm) = t
-                            .partitions
-                            .iter()
-                            .find(|pm| pm.partition == part.target.partition && pm.leader >= 0)
-                        {
-                            part.leader = Some(pm.leader);
-                            part.needs_metadata = false;
-                        }
+                }
+                for part in self.parts.iter_mut().filter(|p| p.needs_metadata) {
+                    let key = (&*part.target.topic, part.target.partition);
+                    if let Some(&leader) = leaders.get(&key) {
+                        part.leader = Some(leader);
+                        part.needs_metadata = false;
                     }
                 }
             }
@@ -1212,14 +1233,16 @@ impl Engine {
 
     /// The target topics (sorted, once each) of the running partitions without a known
     /// leader that pass `filter`.
-    fn missing_leaders(&self, filter: impl Fn(&Partition) -> bool) -> Vec<String> {
-        let mut topics: Vec<String> = self
+    fn missing_leaders(&self, filter: impl Fn(&Partition) -> bool) -> Vec<Arc<str>> {
+        let mut topics: Vec<Arc<str>> = self
             .parts
             .iter()
             .filter(|p| p.needs_metadata && !p.stopped && filter(p))
-            .map(|p| p.target.topic.to_string())
+            .map(|p| p.target.topic.clone())
             .collect();
-        topics.sort();
+        // A topic's partitions mostly sit next to each other: fewer names to sort.
+        topics.dedup();
+        topics.sort_unstable();
         topics.dedup();
         topics
     }

@@ -1286,3 +1286,49 @@ async fn an_answer_under_the_old_topic_id_is_matched_by_the_id_it_was_sent_with(
     assert!(!text.contains("lacks the partition"), "{text}");
     running.stop().await;
 }
+
+/// A fetch response brings a chunk for each of its partitions: the chunks that arrive
+/// together go to the target together, in one Produce request, not one request each (which,
+/// with thousands of partitions, is a request per partition and a walk over all of them
+/// per chunk).
+#[tokio::test]
+async fn chunks_that_arrive_together_go_in_one_produce_request() {
+    const TARGETS: [&str; 8] = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"];
+    const SOURCES: [&str; 8] = ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"];
+    let mut topics: Vec<(&str, i32)> = TARGETS.iter().map(|t| (*t, 1)).collect();
+    topics.push((PROGRESS, 1));
+    let broker = FakeBroker::start(1, &topics, |_| Reply::Default).await;
+    let target = target(&broker, Duration::from_secs(5));
+    let mut ids = Vec::new();
+    for t in TARGETS {
+        ids.push(Topic::of(&target, t).await);
+    }
+    let routes: Vec<(&str, &str)> = SOURCES.into_iter().zip(TARGETS).collect();
+    let running = Running::start(target, config(), &routes).await;
+    let carrying_data = |broker: &FakeBroker| {
+        broker
+            .received_of(ApiKey::Produce)
+            .into_iter()
+            .filter(|r| ids.iter().any(|t| !produced(r, t).is_empty()))
+            .count()
+    };
+    // Leaders known and every partition confirmed by a first acknowledged batch.
+    for s in SOURCES {
+        running.fetched(s, vec![batch(0, 1)], 1).await;
+    }
+    until(|| SOURCES.iter().all(|s| running.position(s) == 1)).await;
+    assert!(SOURCES.iter().all(|s| running.position(s) == 1));
+    let before = carrying_data(&broker);
+    // The burst: all sent before the engine runs again (this runtime has one thread).
+    for s in SOURCES {
+        running.fetched(s, vec![batch(1, 1)], 2).await;
+    }
+    until(|| SOURCES.iter().all(|s| running.position(s) == 2)).await;
+    assert!(SOURCES.iter().all(|s| running.position(s) == 2));
+    assert_eq!(
+        carrying_data(&broker) - before,
+        1,
+        "one request for the burst"
+    );
+    running.stop().await;
+}
