@@ -42,6 +42,7 @@ use crate::offset_map::{Forwarded, Lineage, OffsetMap, Position, Translations};
 use crate::progress;
 use crate::telemetry::{EngineHealth, FlowHealth, FlowMetrics, PartitionState};
 
+mod chatter;
 #[cfg(test)]
 mod commit_tests;
 mod partition;
@@ -50,6 +51,7 @@ mod tests;
 
 pub use partition::next_sequence;
 
+use chatter::{Chatter, Line};
 use partition::{Entry, Outcome, Partition, Resend, Reset};
 
 /// Produce knobs, from the flow's configuration.
@@ -182,6 +184,8 @@ pub struct Engine {
     telemetry: Option<(FlowMetrics, Arc<FlowHealth>)>,
     /// Since when batches have waited for the target with nothing acknowledged.
     waiting_since: Option<Instant>,
+    /// The bound on per-partition log lines.
+    chatter: Chatter,
 }
 
 /// How often a remote topic still missing is reported again: topic sync retries a creation
@@ -243,6 +247,7 @@ impl Engine {
             reported: HashMap::new(),
             telemetry: None,
             waiting_since: None,
+            chatter: Chatter::default(),
         };
         engine
             .parts
@@ -341,6 +346,7 @@ impl Engine {
                     }
                 }
                 _ = commit_tick.tick() => {
+                    self.chatter.end_interval();
                     self.commit();
                     self.stats.lag = self.lag();
                     self.publish();
@@ -920,7 +926,15 @@ impl Engine {
                 let error = produce_error(part, code);
                 if let Some(refusing) = part.refused(Instant::now()) {
                     let at = part.inflight.iter().find(|e| e.seq == Some(seq));
-                    tracing::warn!(source = %part.source, target = %part.target, source_offset = at.and_then(|e| e.batch.as_ref()).map_or(-1, RawBatch::base_offset), code = code.code(), error = %error, refusing_for_ms = refusing.as_millis() as u64, "the target keeps refusing the partition; resending until produce.delivery.timeout.ms");
+                    let offset = at
+                        .and_then(|e| e.batch.as_ref())
+                        .map_or(-1, RawBatch::base_offset);
+                    let refusing_for_ms = refusing.as_millis() as u64;
+                    if self.chatter.may(Line::Refusing) {
+                        tracing::warn!(source = %part.source, target = %part.target, source_offset = offset, code = code.code(), error = %error, refusing_for_ms, "the target keeps refusing the partition; resending until produce.delivery.timeout.ms");
+                    } else {
+                        tracing::debug!(source = %part.source, target = %part.target, source_offset = offset, code = code.code(), refusing_for_ms, "the target keeps refusing the partition");
+                    }
                 } else {
                     tracing::debug!(error = %error, "retriable produce error");
                 }
@@ -937,7 +951,11 @@ impl Engine {
                 let part = &mut self.parts[i];
                 if i != self.progress_part {
                     if let Some(from) = part.pause(Instant::now()) {
-                        tracing::warn!(source = %part.source, target = %part.target, code = code.code(), error = %error, source_offset = from, "the target keeps refusing the partition: its batches not sent yet are let go and its fetching paused until the target writes it again");
+                        if self.chatter.may(Line::Paused) {
+                            tracing::warn!(source = %part.source, target = %part.target, code = code.code(), error = %error, source_offset = from, "the target keeps refusing the partition: its batches not sent yet are let go and its fetching paused until the target writes it again");
+                        } else {
+                            tracing::debug!(source = %part.source, target = %part.target, code = code.code(), source_offset = from, "fetching paused");
+                        }
                         self.fetcher.forget(part.source.clone());
                     }
                 }
@@ -963,7 +981,11 @@ impl Engine {
         }
         let part = &mut self.parts[i];
         if let Some(from) = part.resume() {
-            tracing::info!(source = %part.source, target = %part.target, source_offset = from, "the target writes the partition again: fetching it resumes");
+            if self.chatter.may(Line::Resumed) {
+                tracing::info!(source = %part.source, target = %part.target, source_offset = from, "the target writes the partition again: fetching it resumes");
+            } else {
+                tracing::debug!(source = %part.source, target = %part.target, source_offset = from, "fetching resumes");
+            }
             self.fetcher
                 .resume(part.source.clone(), from, part.lineage, part.generation);
         }

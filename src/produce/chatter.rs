@@ -1,0 +1,90 @@
+//! A bound on the per-partition lines one commit interval logs: when thousands of partitions
+//! are refused at once (right after thousands of remote topics are created, the target
+//! refuses each until it has loaded it; a broker restart at that scale), a line per
+//! partition would bury everything else. Past the bound a kind of line goes to DEBUG, and
+//! the next commit tick says in one line how many were held back.
+
+use std::collections::BTreeMap;
+
+/// Lines of one kind an interval logs at their own level.
+const LINES_PER_INTERVAL: usize = 20;
+
+/// The per-partition lines the engine bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Line {
+    /// The target keeps refusing a partition (WARN).
+    Refusing,
+    /// A refused partition's fetching is paused (WARN).
+    Paused,
+    /// A paused partition is written again and its fetching resumes (INFO).
+    Resumed,
+}
+
+impl Line {
+    fn summary(self) -> &'static str {
+        match self {
+            Line::Refusing => "more partitions the target keeps refusing (their lines at DEBUG)",
+            Line::Paused => {
+                "more partitions with their fetching paused until the target writes them again \
+                 (their lines at DEBUG)"
+            }
+            Line::Resumed => "more partitions written again, their fetching resumed",
+        }
+    }
+}
+
+#[derive(Default)]
+pub(super) struct Chatter {
+    said: BTreeMap<Line, usize>,
+    held: BTreeMap<Line, usize>,
+}
+
+impl Chatter {
+    /// Whether a line of `kind` may still go out at its own level in this interval; if not,
+    /// it is counted for the summary.
+    pub(super) fn may(&mut self, kind: Line) -> bool {
+        let said = self.said.entry(kind).or_default();
+        if *said < LINES_PER_INTERVAL {
+            *said += 1;
+            return true;
+        }
+        *self.held.entry(kind).or_default() += 1;
+        false
+    }
+
+    /// Ends the interval: logs how many lines of each kind were held back.
+    pub(super) fn end_interval(&mut self) {
+        self.said.clear();
+        for (kind, held) in std::mem::take(&mut self.held) {
+            match kind {
+                Line::Resumed => tracing::info!(partitions = held, "{}", kind.summary()),
+                _ => tracing::warn!(partitions = held, "{}", kind.summary()),
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn held(&self, kind: Line) -> usize {
+        self.held.get(&kind).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_logs_its_bound_per_interval_and_counts_the_rest() {
+        let mut chatter = Chatter::default();
+        let refusing = (0..LINES_PER_INTERVAL + 5)
+            .filter(|_| chatter.may(Line::Refusing))
+            .count();
+        assert_eq!(refusing, LINES_PER_INTERVAL);
+        assert!(chatter.may(Line::Paused), "another kind has its own bound");
+        assert_eq!(chatter.held(Line::Refusing), 5);
+        assert_eq!(chatter.held(Line::Paused), 0);
+        chatter.end_interval();
+        assert_eq!(chatter.held(Line::Refusing), 0);
+        assert!(chatter.may(Line::Refusing), "a new interval, a new bound");
+    }
+}
