@@ -3,6 +3,7 @@
 # tuned) and with the brokers' own limits, on two local single-node clusters started once.
 #
 #   scripts/bench.sh [--runs N] [--records N] [--quick] [--out DIR] [--only LIST] [--no-latency]
+#                    [--variants LIST] [--many TOPICS:PARTITIONS:RECORDS]
 #
 #   --runs N      repetitions of every measurement; the table shows medians (default 3)
 #   --records N   records of 1 KiB preloaded per variant (default 1048576, i.e. 1 GiB)
@@ -14,10 +15,15 @@
 #                 /metrics, scraped every second while it runs; the -tls ones connect to both clusters over TLS,
 #                 to SSL listeners the brokers then get, with a test CA made by openssl)
 #   --no-latency  skip the end-to-end latency phase
+#   --variants LIST  comma-separated source variants to replicate: none,lz4,small,many (default
+#                 the first three; `many` is many low-traffic partitions, see --many)
+#   --many T:P:R  the shape of variant `many`: T topics of P partitions, R records of 200 B in
+#                 each partition, every record its own batch (default 800:10:10)
 #
 # Steps: build strait (the static musl release binary); start the source and target brokers
 # (full JIT, 1 GiB heap); preload the source topics bench-none / bench-lz4 / bench-small (6
-# partitions, 1 KiB JSON-like records, 128 KiB batches none / lz4, and ~5 KiB batches none);
+# partitions, 1 KiB JSON-like records, 128 KiB batches none / lz4, and ~5 KiB batches none;
+# with --variants ...,many also the topics bench-many-0000, -0001, ... of one-record batches);
 # measure the brokers' limits (two ProducerPerformance at once into the target, acks=all, same
 # batching as the preload; and ConsumerPerformance from the source); time each replicator's
 # catch-up until the remote topic on the target holds every record (fresh cluster aliases per
@@ -36,6 +42,7 @@ KAFKA="$HERE/kafka.sh"
 MM2="$HERE/mm2.sh"
 
 RUNS="" RECORDS="" QUICK=0 OUT="" ONLY="strait,strait-coalesce,mm2-default,mm2-tuned" LATENCY=1
+VARIANT_LIST="none,lz4,small" MANY="800:10:10"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --runs) RUNS="$2"; shift 2 ;;
@@ -44,6 +51,8 @@ while [[ $# -gt 0 ]]; do
         --out) OUT="$2"; shift 2 ;;
         --only) ONLY="$2"; shift 2 ;;
         --no-latency) LATENCY=0; shift ;;
+        --variants) VARIANT_LIST="$2"; shift 2 ;;
+        --many) MANY="$2"; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -60,10 +69,17 @@ for r in "${REPLICATORS[@]}"; do
 done
 TLS=0
 [[ ",$ONLY," != *-tls,* ]] || TLS=1
+IFS=, read -r -a VARIANTS <<<"$VARIANT_LIST"
+for v in "${VARIANTS[@]}"; do
+    case "$v" in none|lz4|small|many) ;; *) echo "bench.sh: unknown variant $v" >&2; exit 2 ;; esac
+done
+IFS=: read -r MANY_TOPICS MANY_PARTITIONS MANY_PER_PARTITION <<<"$MANY"
+[[ "$MANY_TOPICS" =~ ^[1-9][0-9]*$ && "$MANY_PARTITIONS" =~ ^[1-9][0-9]*$ && "$MANY_PER_PARTITION" =~ ^[1-9][0-9]*$ ]] \
+    || { echo "bench.sh: bad --many (TOPICS:PARTITIONS:RECORDS)" >&2; exit 2; }
+MANY_RECORD_SIZE=200
 
 PARTITIONS=6
 RECORD_SIZE=1024
-VARIANTS=(none lz4 small)
 SOURCE_PORT="${SOURCE_PORT:-39092}"
 TARGET_PORT="${TARGET_PORT:-49092}"
 SOURCE="127.0.0.1:$SOURCE_PORT"
@@ -105,7 +121,7 @@ log "output: $OUT"
 if [[ -n "${STRAIT_BIN:-}" ]]; then
     STRAIT="$STRAIT_BIN"
 else
-    # The binary strait ships: static, musl's allocator.
+    # The binary strait ships: static musl, dlmalloc as its allocator.
     log "building strait (release, x86_64-unknown-linux-musl)"
     rustup target list --installed | grep -qx x86_64-unknown-linux-musl \
         || rustup target add x86_64-unknown-linux-musl
@@ -173,6 +189,12 @@ SOURCE_PID="$(cat "$WORK/source/broker.pid")"
 TARGET_PID="$(cat "$WORK/target/broker.pid")"
 
 codec_of() { [[ "$1" == lz4 ]] && echo lz4 || echo none; }
+records_of() { [[ "$1" == many ]] && echo $((MANY_TOPICS * MANY_PARTITIONS * MANY_PER_PARTITION)) || echo "$RECORDS"; }
+record_size_of() { [[ "$1" == many ]] && echo "$MANY_RECORD_SIZE" || echo "$RECORD_SIZE"; }
+# topic_args VARIANT PREFIX: the Latency tool's arguments naming the variant's topics.
+topic_args() {
+    if [[ "$1" == many ]]; then echo "--topic ${2:-}bench-many --topics $MANY_TOPICS"; else echo "--topic ${2:-}bench-$1"; fi
+}
 # Producer batching of each variant: well-batched (128 KiB) or small (~5 KiB, linger 0).
 batch_props_of() {
     if [[ "$1" == small ]]; then echo "batch.size=5120 linger.ms=0"; else echo "batch.size=131072 linger.ms=10"; fi
@@ -202,14 +224,23 @@ emit() { echo "$1" >>"$RESULTS"; }
 
 declare -A SOURCE_BYTES
 for v in "${VARIANTS[@]}"; do
-    log "preloading bench-$v: $RECORDS records of $RECORD_SIZE B, codec $(codec_of "$v"), $(batch_props_of "$v")"
-    tool create "$SOURCE" --topic "bench-$v" --partitions "$PARTITIONS"
-    line="$(producer_perf "$SOURCE" "bench-$v" "$v")"
-    log "  $line"
-    have="$(tool count "$SOURCE" --topic "bench-$v")"
-    [[ "$have" == "$RECORDS" ]] || { log "bench-$v holds $have records, not $RECORDS"; exit 1; }
+    # shellcheck disable=SC2046 # topic_args gives separate words
+    if [[ "$v" == many ]]; then
+        log "preloading bench-many: $MANY_TOPICS topics x $MANY_PARTITIONS partitions x $MANY_PER_PARTITION records of $MANY_RECORD_SIZE B, one per batch"
+        tool create "$SOURCE" $(topic_args many) --partitions "$MANY_PARTITIONS"
+        tool fill "$SOURCE" $(topic_args many) --records "$MANY_PER_PARTITION" --size "$MANY_RECORD_SIZE" \
+            2>>"$OUT/logs/perf.err"
+    else
+        log "preloading bench-$v: $RECORDS records of $RECORD_SIZE B, codec $(codec_of "$v"), $(batch_props_of "$v")"
+        tool create "$SOURCE" --topic "bench-$v" --partitions "$PARTITIONS"
+        line="$(producer_perf "$SOURCE" "bench-$v" "$v")"
+        log "  $line"
+    fi
+    # shellcheck disable=SC2046
+    have="$(tool count "$SOURCE" $(topic_args "$v"))"
+    [[ "$have" == "$(records_of "$v")" ]] || { log "bench-$v holds $have records, not $(records_of "$v")"; exit 1; }
     SOURCE_BYTES[$v]="$(du_bytes "$WORK/source" "bench-$v")"
-    emit "{\"kind\":\"preload\",\"variant\":\"$v\",\"records\":$RECORDS,\"source_bytes\":${SOURCE_BYTES[$v]}}"
+    emit "{\"kind\":\"preload\",\"variant\":\"$v\",\"records\":$(records_of "$v"),\"source_bytes\":${SOURCE_BYTES[$v]}}"
 done
 
 # --- the brokers' own limits -------------------------------------------------------------------
@@ -252,6 +283,7 @@ fetch_limit() { # VARIANT RUN
 log "measuring the brokers' own limits (ingest into the target, fetch from the source)"
 for run in $(seq 1 "$RUNS"); do
     for v in "${VARIANTS[@]}"; do
+        [[ "$v" != many ]] || continue # the limits of one-record batches: not measured
         ingest_limit "$v" "$run"
         fetch_limit "$v" "$run"
     done
@@ -366,18 +398,21 @@ short_of() {
 }
 
 catchup() { # REPLICATOR VARIANT RUN
-    local r="$1" v="$2" run="$3" a t tag cfg remote watch_out watch_pid rc line tbytes
+    local r="$1" v="$2" run="$3" a t tag cfg remote watch_out watch_pid rc line tbytes topics
     tag="$(short_of "$r")$v$run"
     a="s$tag" t="t$tag"
     remote="$a.bench-$v"
     cfg="$OUT/config/$tag.properties"
-    write_config "$r" "$v" "$a" "$t" "bench-$v" "$cfg"
+    topics="bench-$v"
+    [[ "$v" != many ]] || topics="bench-many-.*"
+    write_config "$r" "$v" "$a" "$t" "$topics" "$cfg"
     watch_out="$OUT/logs/watch-$tag"
     rm -f "$WORK/launch"
-    tool watch "$TARGET" --topic "$remote" --expect "$RECORDS" --pid-file "$WORK/launch" \
+    # shellcheck disable=SC2046 # topic_args gives separate words
+    tool watch "$TARGET" $(topic_args "$v" "$a.") --expect "$(records_of "$v")" --pid-file "$WORK/launch" \
         --broker-pids "$SOURCE_PID,$TARGET_PID" --timeout-ms "$CATCHUP_TIMEOUT_MS" \
         --tag kind=catchup --tag "replicator=$r" --tag "variant=$v" --tag "run=$run" \
-        --tag "records=$RECORDS" --tag "record_size=$RECORD_SIZE" \
+        --tag "records=$(records_of "$v")" --tag "record_size=$(record_size_of "$v")" \
         --tag "source_bytes=${SOURCE_BYTES[$v]}" --tag "clk_tck=$CLK_TCK" \
         >"$watch_out" 2>"$watch_out.err" &
     watch_pid=$!

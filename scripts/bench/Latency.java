@@ -1,14 +1,21 @@
 // Measuring tools for scripts/bench.sh, built on kafka-clients only (the driver compiles this
 // file with javac against `scripts/kafka.sh classpath`; the tests/java tools are not touched).
 //
+// Every command taking --topic T also takes --topics K: then it works on the K topics T-0000,
+// T-0001, ... instead of T alone.
+//
 //   create  --bootstrap B --topic T --partitions P
 //   delete  --bootstrap B --regex R          delete every topic whose whole name matches R
 //   count   --bootstrap B --topic T          print the sum of the topic's end offsets
+//   fill    --bootstrap B --topic T --records R --size S
+//       Writes R records of S bytes to every partition, each record its own batch (as a partition
+//       with little traffic gets them): one record per partition per round, a flush per round.
 //   watch   --bootstrap B --topic T --expect N --pid-file F [--broker-pids P1,P2]
 //           [--timeout-ms MS] [--tag k=v ...]
 //       Prints "ready" once connected, then waits for F to hold "PID LAUNCH_EPOCH_MS" (written by
 //       the driver right after it started the replicator). Polls the end offsets of T (which the
-//       replicator creates) every few milliseconds until their sum reaches N, and prints one JSON
+//       replicator creates) every few milliseconds (every 250 ms over many topics) until their sum
+//       reaches N, and prints one JSON
 //       line: first_ms / done_ms (since launch), CPU ticks of PID, of each broker pid and of the
 //       whole machine at the first record and at the end, and PID's VmHWM. Exits 3 on timeout
 //       (the JSON then has "timeout": true and the last count).
@@ -22,15 +29,17 @@ import java.util.*;
 import java.util.regex.Pattern;
 import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.clients.producer.*;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public class Latency {
     static final Map<String, String> TAGS = new LinkedHashMap<>();
 
     public static void main(String[] argv) throws Exception {
-        if (argv.length < 1) fail("usage: Latency create|delete|count|watch|latency --bootstrap B ...");
+        if (argv.length < 1) fail("usage: Latency create|delete|count|fill|watch|latency --bootstrap B ...");
         Map<String, String> a = new HashMap<>();
         for (int i = 1; i < argv.length; i++) {
             String k = argv[i];
@@ -48,6 +57,7 @@ public class Latency {
             case "create" -> create(a);
             case "delete" -> delete(a);
             case "count" -> System.out.println(count(a));
+            case "fill" -> fill(a);
             case "watch" -> System.exit(watch(a));
             case "latency" -> latency(a);
             default -> fail("unknown command: " + argv[0]);
@@ -77,10 +87,51 @@ public class Latency {
         return Admin.create(p);
     }
 
+    /** The topics --topic / --topics name. */
+    static List<String> names(Map<String, String> a) {
+        String topic = req(a, "--topic");
+        if (!a.containsKey("--topics")) return List.of(topic);
+        List<String> names = new ArrayList<>();
+        for (long i = 0; i < num(a, "--topics", 1); i++) names.add(String.format("%s-%04d", topic, i));
+        return names;
+    }
+
     static void create(Map<String, String> a) throws Exception {
+        int partitions = (int) num(a, "--partitions", 1);
+        List<String> names = names(a);
         try (Admin admin = admin(a)) {
-            NewTopic t = new NewTopic(req(a, "--topic"), (int) num(a, "--partitions", 1), (short) 1);
-            admin.createTopics(List.of(t)).all().get();
+            // A KRaft controller takes at most 10,000 records per operation.
+            for (int i = 0; i < names.size(); i += 100) {
+                List<NewTopic> ts = new ArrayList<>();
+                for (String n : names.subList(i, Math.min(names.size(), i + 100))) {
+                    ts.add(new NewTopic(n, partitions, (short) 1));
+                }
+                admin.createTopics(ts).all().get();
+            }
+        }
+    }
+
+    static void fill(Map<String, String> a) throws Exception {
+        long rounds = num(a, "--records", 1);
+        byte[] value = new byte[(int) num(a, "--size", 200)];
+        // Topics just created take a moment to show in the metadata.
+        List<TopicPartition> tps = awaitPartitions(a, names(a), 60_000);
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, req(a, "--bootstrap"));
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "0");
+        p.put(ProducerConfig.BUFFER_MEMORY_CONFIG, "134217728");
+        Random random = new Random(7);
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p)) {
+            for (long r = 0; r < rounds; r++) {
+                for (TopicPartition tp : tps) {
+                    for (int i = 0; i < value.length; i++) value[i] = (byte) ('a' + random.nextInt(26));
+                    producer.send(new ProducerRecord<>(tp.topic(), tp.partition(), null, value.clone()));
+                }
+                producer.flush();
+            }
         }
     }
 
@@ -96,16 +147,39 @@ public class Latency {
         }
     }
 
-    /** Partitions of topic, or null while it does not exist. */
-    static List<TopicPartition> partitions(Admin admin, String topic) throws Exception {
-        if (!admin.listTopics().names().get().contains(topic)) return null;
-        TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+    /** Partitions of the topics, or null while one of them does not exist. */
+    static List<TopicPartition> partitions(Admin admin, List<String> topics) throws Exception {
+        if (!admin.listTopics().names().get().containsAll(topics)) return null;
         List<TopicPartition> tps = new ArrayList<>();
-        for (TopicPartitionInfo pi : d.partitions()) tps.add(new TopicPartition(topic, pi.partition()));
+        for (TopicDescription d : admin.describeTopics(topics).allTopicNames().get().values()) {
+            for (TopicPartitionInfo pi : d.partitions()) tps.add(new TopicPartition(d.name(), pi.partition()));
+        }
         return tps;
     }
 
+    /** Partitions of the topics once they all exist; fails after timeoutMs. */
+    static List<TopicPartition> awaitPartitions(Map<String, String> a, List<String> topics, long timeoutMs)
+            throws Exception {
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        try (Admin admin = admin(a)) {
+            List<TopicPartition> tps;
+            while ((tps = partitions(admin, topics)) == null) {
+                if (System.currentTimeMillis() > deadline) fail("topic " + topics.get(0) + "... never appeared");
+                Thread.sleep(20);
+            }
+            return tps;
+        }
+    }
+
+    /** Partitions of those of the topics that exist. */
+    static List<TopicPartition> existing(Admin admin, List<String> topics) throws Exception {
+        Set<String> have = admin.listTopics().names().get();
+        List<String> some = topics.stream().filter(have::contains).toList();
+        return some.isEmpty() ? List.of() : partitions(admin, some);
+    }
+
     static long endSum(Admin admin, List<TopicPartition> tps) throws Exception {
+        if (tps.isEmpty()) return 0;
         Map<TopicPartition, OffsetSpec> req = new HashMap<>();
         for (TopicPartition tp : tps) req.put(tp, OffsetSpec.latest());
         long sum = 0;
@@ -115,8 +189,7 @@ public class Latency {
 
     static long count(Map<String, String> a) throws Exception {
         try (Admin admin = admin(a)) {
-            List<TopicPartition> tps = partitions(admin, req(a, "--topic"));
-            return tps == null ? 0 : endSum(admin, tps);
+            return endSum(admin, existing(admin, names(a)));
         }
     }
 
@@ -169,7 +242,7 @@ public class Latency {
     }
 
     static int watch(Map<String, String> a) throws Exception {
-        String topic = req(a, "--topic");
+        List<String> topics = names(a);
         long expect = num(a, "--expect", 0);
         long timeoutMs = num(a, "--timeout-ms", 900_000);
         Path pidFile = Path.of(req(a, "--pid-file"));
@@ -192,8 +265,8 @@ public class Latency {
             long launchMs = Long.parseLong(launch[1]);
             Sample start = new Sample(pid, brokerPids);
             long deadline = launchMs + timeoutMs;
-            List<TopicPartition> tps = null;
-            long firstMs = -1, have = 0;
+            List<TopicPartition> tps = List.of();
+            long firstMs = -1, have = 0, listedMs = 0;
             Sample first = null;
             boolean timedOut = false;
             while (true) {
@@ -202,17 +275,26 @@ public class Latency {
                     timedOut = true;
                     break;
                 }
-                if (tps == null) tps = partitions(admin, topic);
-                if (tps != null) {
-                    have = endSum(admin, tps);
-                    if (have > 0 && firstMs < 0) {
-                        firstMs = System.currentTimeMillis() - launchMs;
-                        first = new Sample(pid, brokerPids);
+                // The replicator creates the topics: list them until all are there.
+                long listed = tps.stream().map(TopicPartition::topic).distinct().count();
+                try {
+                    if (listed < topics.size() && (topics.size() == 1 || now - listedMs >= 500)) {
+                        tps = existing(admin, topics);
+                        listedMs = now;
                     }
-                    if (have >= expect) break;
+                    have = endSum(admin, tps);
+                } catch (java.util.concurrent.ExecutionException e) {
+                    // A broker busy with thousands of new topics may time a call out: ask again.
+                    System.err.println("watch: " + e.getCause());
+                    continue;
                 }
+                if (have > 0 && firstMs < 0) {
+                    firstMs = System.currentTimeMillis() - launchMs;
+                    first = new Sample(pid, brokerPids);
+                }
+                if (have >= expect) break;
                 if (cpuTicks(pid) < 0) break; // the replicator died: report what we have
-                Thread.sleep(firstMs < 0 ? 5 : 20);
+                Thread.sleep(topics.size() > 1 ? 250 : firstMs < 0 ? 5 : 20);
             }
             long doneMs = System.currentTimeMillis() - launchMs;
             Sample end = new Sample(pid, brokerPids);
@@ -253,18 +335,9 @@ public class Latency {
     }
 
     static void latency(Map<String, String> a) throws Exception {
-        String topic = req(a, "--topic");
         long warmupMs = num(a, "--warmup-ms", 5000);
         long durationMs = num(a, "--duration-ms", 20000);
-        long timeoutMs = num(a, "--timeout-ms", 120_000);
-        List<TopicPartition> tps = null;
-        long deadline = System.currentTimeMillis() + timeoutMs;
-        try (Admin admin = admin(a)) {
-            while ((tps = partitions(admin, topic)) == null) {
-                if (System.currentTimeMillis() > deadline) fail("topic " + topic + " never appeared");
-                Thread.sleep(20);
-            }
-        }
+        List<TopicPartition> tps = awaitPartitions(a, List.of(req(a, "--topic")), num(a, "--timeout-ms", 120_000));
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, req(a, "--bootstrap"));
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
