@@ -185,6 +185,17 @@ fn regex_message(e: &regex::Error) -> String {
     last.strip_prefix("error: ").unwrap_or(last).to_string()
 }
 
+/// Where a cluster keeps one of its string settings.
+type ClusterField = fn(&RawCluster) -> &Option<Sourced<String>>;
+
+/// A cluster's own setting of a string key, else the top-level default.
+fn layered<'r>(
+    cluster: &'r RawCluster,
+    defaults: &'r RawCluster,
+) -> impl Fn(ClusterField) -> Option<&'r Sourced<String>> {
+    move |field| field(cluster).as_ref().or(field(defaults).as_ref())
+}
+
 /// The layers a flow setting is looked up in, most specific first.
 struct Layers<'r>(Vec<&'r RawFlow>);
 
@@ -425,9 +436,7 @@ impl<'a> Validator<'a> {
             return Ok(None);
         }
         let defaults = &self.raw.cluster_defaults;
-        let pick = |field: fn(&RawCluster) -> &Option<Sourced<String>>| {
-            field(cluster).as_ref().or(field(defaults).as_ref())
-        };
+        let pick = layered(cluster, defaults);
         let written = pick(|c| &c.sasl_mechanism);
         let mechanism_path = self.cluster_path(alias, "sasl.mechanism", "sasl_mechanism");
         let (mechanism, module) = match written.map(|m| m.value.trim()).unwrap_or("GSSAPI") {
@@ -512,9 +521,7 @@ impl<'a> Validator<'a> {
         invalid: &dyn Fn(String) -> ConfigError,
     ) -> Result<SaslCredentials, ConfigError> {
         let defaults = &self.raw.cluster_defaults;
-        let pick = |field: fn(&RawCluster) -> &Option<Sourced<String>>| {
-            field(cluster).as_ref().or(field(defaults).as_ref())
-        };
+        let pick = layered(cluster, defaults);
         if let Some(unsecured) = options.keys().find(|k| k.starts_with("unsecuredLogin")) {
             return Err(invalid(format!(
                 "`{unsecured}` asks for Kafka's unsecured login, which makes up its own \
@@ -644,9 +651,7 @@ impl<'a> Validator<'a> {
     /// now, so that a missing file or a file that holds no certificate fails at start-up.
     fn tls(&mut self, alias: &str, cluster: &RawCluster) -> Result<Option<TlsConfig>, ConfigError> {
         let defaults = &self.raw.cluster_defaults;
-        let pick = |field: fn(&RawCluster) -> &Option<Sourced<String>>| {
-            field(cluster).as_ref().or(field(defaults).as_ref())
-        };
+        let pick = layered(cluster, defaults);
         let toml = self.is_toml();
         let path = |property: &str| match toml {
             true => format!("clusters.{alias}.{}", property.replace('.', "_")),
