@@ -23,12 +23,19 @@ pub(super) enum Line {
 impl Line {
     fn summary(self) -> &'static str {
         match self {
-            Line::Refusing => "more partitions the target keeps refusing (their lines at DEBUG)",
-            Line::Paused => {
-                "more partitions with their fetching paused until the target writes them again \
-                 (their lines at DEBUG)"
+            // The per-partition lines' words, for whoever looks for them.
+            Line::Refusing => {
+                "the target keeps refusing the partitions counted here as well; their lines \
+                 went to DEBUG"
             }
-            Line::Resumed => "more partitions written again, their fetching resumed",
+            Line::Paused => {
+                "the target keeps refusing the partitions counted here as well: its fetching \
+                 paused for each until the target writes it again; their lines went to DEBUG"
+            }
+            Line::Resumed => {
+                "the target writes the partitions counted here again as well: fetching them \
+                 resumes; their lines went to DEBUG"
+            }
         }
     }
 }
