@@ -44,6 +44,11 @@ enum Command {
         /// either is set.
         #[arg(long, value_name = "ADDR:PORT")]
         metrics_listen: Option<std::net::SocketAddr>,
+        /// Drive only the flows that write to these clusters, as MM2's
+        /// `connect-mirror-maker.sh mm2.properties --clusters A B` (one process per data
+        /// centre, each for the flows into it).
+        #[arg(long, num_args = 1.., value_name = "ALIAS")]
+        clusters: Vec<String>,
     },
     /// Validate the config file and reach every cluster it names.
     Check { config: PathBuf },
@@ -102,9 +107,16 @@ fn main() -> ExitCode {
         | Command::Status { config, .. }
         | Command::TranslateOffsets { config, .. } => config.clone(),
     };
+    let targets = match &cli.command {
+        Command::Run { clusters, .. } => clusters.clone(),
+        _ => Vec::new(),
+    };
     // `load` logs each warning itself, for `run` and `check` alike.
-    let config = match strait::config::load(&path) {
-        Ok((config, _warnings)) => config,
+    let loaded = strait::config::load(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|(config, _warnings)| config.writing_to(&targets));
+    let config = match loaded {
+        Ok(config) => config,
         Err(e) => {
             eprintln!("strait: {e}");
             return ExitCode::from(2);
@@ -113,7 +125,7 @@ fn main() -> ExitCode {
     log.follow(&config.log_level);
     let result = match cli.command {
         Command::Run { metrics_listen, .. } => {
-            runtime.block_on(run(config, &path, metrics_listen, &log))
+            runtime.block_on(run(config, &path, &targets, metrics_listen, &log))
         }
         Command::Check { .. } => runtime.block_on(check(config)),
         Command::Status { json, .. } => runtime.block_on(status(config, json)),
@@ -223,6 +235,7 @@ const SHUTDOWN_MARGIN: Duration = Duration::from_secs(10);
 async fn run(
     config: strait::config::Config,
     path: &std::path::Path,
+    targets: &[String],
     metrics_listen: Option<std::net::SocketAddr>,
     log: &Log,
 ) -> anyhow::Result<()> {
@@ -257,7 +270,7 @@ async fn run(
             done = &mut flows => return Ok(done?),
             // A flow failed: the others are draining.
             _ = shutdown.cancelled() => break,
-            _ = hangups.recv() => reload(path, &updates, log),
+            _ = hangups.recv() => reload(path, targets, &updates, log),
             signal = signals.recv() => {
                 tracing::info!(%signal, "shutting down: draining in-flight batches and committing progress (a second signal exits at once)");
                 shutdown.cancel();
@@ -285,13 +298,17 @@ async fn run(
 /// its error, and the running config stays.
 fn reload(
     path: &std::path::Path,
+    targets: &[String],
     updates: &tokio::sync::watch::Sender<strait::config::Config>,
     log: &Log,
 ) {
     tracing::info!(path = %path.display(), "SIGHUP: reloading the config file");
-    match strait::config::load(path) {
+    let loaded = strait::config::load(path)
+        .map_err(|e| e.to_string())
+        .and_then(|(new, _warnings)| new.writing_to(targets));
+    match loaded {
         Err(e) => tracing::error!(error = %e, "config reload rejected; the running config stays"),
-        Ok((new, _warnings)) => {
+        Ok(new) => {
             if log.follow(&new.log_level) {
                 tracing::info!(log_level = %new.log_level, "config reload: log level changed");
             } else if log.fixed && new.log_level != updates.borrow().log_level {

@@ -42,6 +42,64 @@ fn no_enabled_flow_is_an_error() {
     assert!(text.contains("no flow enabled"), "{text}");
 }
 
+/// `--clusters` names clusters of the file, and some enabled flow must write to them.
+#[test]
+fn clusters_that_no_flow_writes_to_are_an_error() {
+    let (_dir, path) = config_file(
+        "mm2.properties",
+        "clusters = a, b\na.bootstrap.servers = 127.0.0.1:9092\nb.bootstrap.servers = 127.0.0.1:9093\na->b.enabled = true\n",
+    );
+    let (code, text) = run_cli(&["run", arg(&path), "--clusters", "c"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("--clusters c: no such cluster in the config file (it has a, b)"),
+        "{text}"
+    );
+    let (code, text) = run_cli(&["run", arg(&path), "--clusters", "a"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("--clusters a: no enabled flow writes to it"),
+        "{text}"
+    );
+}
+
+/// `run FILE --clusters B`, as MM2's `connect-mirror-maker.sh FILE --clusters B`: only the
+/// flows that write to B run (one process per data centre, each for the flows into it).
+#[test]
+fn clusters_drives_only_the_flows_into_the_clusters_named() {
+    let [one, two] = kafka::clusters();
+    let (forth, back) = (kafka::unique("forth"), kafka::unique("back"));
+    kafka::create_topic(one, &forth, 1, &[]);
+    kafka::create_topic(two, &back, 1, &[]);
+    for (cluster, topic) in [(one, &forth), (two, &back)] {
+        let produced = kafka::produce(cluster, &["--topic", topic, "--count", "10"]);
+        assert_eq!(produced.committed, 10);
+    }
+    let config = format!(
+        "clusters = dc1, dc2\ndc1.bootstrap.servers = {}\ndc2.bootstrap.servers = {}\n\
+         dc1->dc2.enabled = true\ndc1->dc2.topics = {forth}\n\
+         dc2->dc1.enabled = true\ndc2->dc1.topics = {back}\n\
+         replication.factor = 1\ninternal.topic.replication.factor = 1\n",
+        one.bootstrap, two.bootstrap
+    );
+    let mut strait = Strait::start_with(&config, "properties", &["--clusters", "dc2"]);
+    common::strait::wait_for_records(
+        &mut strait,
+        two,
+        &format!("dc1.{forth}"),
+        1,
+        10,
+        Duration::from_secs(60),
+    );
+    let log = strait.log_text();
+    assert!(
+        !kafka::list_topics(one).contains(&format!("dc2.{back}")),
+        "the flow into dc1 ran: {log}"
+    );
+    assert!(!log.contains("dc2->dc1"), "{log}");
+    strait.terminate();
+}
+
 #[test]
 fn check_names_an_unreachable_cluster_and_exits_1() {
     // Port 9 on loopback: nothing listens there, so connections are refused at once.

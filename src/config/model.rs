@@ -28,6 +28,37 @@ pub struct Config {
     pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
+impl Config {
+    /// The flows that write to one of `targets` (MM2's `--clusters A B`, how one process per
+    /// data centre drives only the flows into it); all of them when `targets` is empty. An
+    /// alias the file does not declare, or none of whose flows is enabled, is an error.
+    pub fn writing_to(mut self, targets: &[String]) -> Result<Config, String> {
+        if targets.is_empty() {
+            return Ok(self);
+        }
+        if let Some(unknown) = targets.iter().find(|t| !self.clusters.contains_key(*t)) {
+            let known: Vec<&str> = self.clusters.keys().map(String::as_str).collect();
+            return Err(format!(
+                "--clusters {unknown}: no such cluster in the config file (it has {})",
+                known.join(", ")
+            ));
+        }
+        self.flows.retain(|f| targets.contains(&f.target));
+        if self.flows.is_empty() {
+            return Err(format!(
+                "--clusters {}: no enabled flow writes to {}",
+                targets.join(" "),
+                if targets.len() == 1 {
+                    "it"
+                } else {
+                    "any of them"
+                }
+            ));
+        }
+        Ok(self)
+    }
+}
+
 /// How to reach one cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ClusterConfig {
