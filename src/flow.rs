@@ -17,7 +17,6 @@ use crate::config::{ClusterConfig, Config, FlowConfig, Location};
 use crate::fetch::{FetchConfig, Fetcher};
 use crate::kafka::admin::{topic_configs, TopicSpec};
 use crate::kafka::backoff::Backoff;
-use crate::kafka::groups;
 use crate::kafka::tls::Tls;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::acl_sync::sync_acls;
@@ -252,37 +251,6 @@ const STATUS_INTERVAL: Duration = Duration::from_secs(5);
 /// requests to both clusters, which a smaller configured interval would hammer.
 const MIN_SYNC_INTERVAL_MS: u64 = 1000;
 
-/// How long [`refuse_beside_mm2`] waits for the target to describe MM2's group.
-const MM2_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// MirrorMaker 2 in dedicated mode runs flow `A->B` in the Connect worker group `A-mm2` on
-/// `B`. While that group has members, strait on the same flow would write every record a
-/// second time: it refuses to start. A group that cannot be described in time (no ACL for
-/// it, the target unreachable for now) does not hold strait up.
-async fn refuse_beside_mm2(flow: &FlowConfig, target: &Cluster) -> Result<(), KafkaError> {
-    let group = format!("{}-mm2", flow.source);
-    let described = tokio::time::timeout(MM2_CHECK_TIMEOUT, groups::describe(target, &group))
-        .await
-        .unwrap_or_else(|_| Err(KafkaError::Other("no answer in time".to_string())));
-    match described {
-        Ok(Some(g)) if g.protocol_type == "connect" && !g.members.is_empty() => {
-            Err(KafkaError::Other(format!(
-                "MirrorMaker 2 runs this flow: its Connect worker group {group} on {} has {} \
-                 member(s) ({}); stop it before strait takes the flow over, or every record is \
-                 written twice",
-                target.alias(),
-                g.members.len(),
-                g.members.join(", ")
-            )))
-        }
-        Ok(_) => Ok(()),
-        Err(e) => {
-            tracing::debug!(%group, error = %e, "cannot tell whether MirrorMaker 2 runs the flow");
-            Ok(())
-        }
-    }
-}
-
 async fn run_flow(
     flow: FlowConfig,
     source: Arc<Cluster>,
@@ -296,7 +264,6 @@ async fn run_flow(
         flow: name.clone(),
         source,
     };
-    refuse_beside_mm2(&flow, &target).await.map_err(fail)?;
     let (mut running, started) = start(&flow, &source, &target, &reports, updates)
         .await
         .map_err(fail)?;

@@ -121,26 +121,6 @@ fn mirror_maker_2_group_failover_and_client_queries() {
     // Stopping MM2 fixes the target group's offsets. Its group sync only moves forward, and it
     // may have moved on since the look above (a finer offset sync, a new checkpoint): the
     // group resumes from what is committed once MM2 is gone.
-    // While MM2 runs the flow, strait on the same file refuses to take it: it would write
-    // every record a second time.
-    // MM2's Connect worker keys and group refresh interval have no meaning for strait: it
-    // names them in warnings.
-    let worker_keys = [
-        "storage.replication.factor",
-        "plugin.discovery",
-        "refresh.groups.interval.seconds",
-    ];
-    let mut twin = common::strait::Strait::start(&mm2_config(source, target, &topic), "properties")
-        .allow(&worker_keys)
-        .allow(&["MirrorMaker 2 runs this flow"]);
-    let status = twin.wait_exit(Duration::from_secs(30));
-    let log = twin.log_text();
-    assert_eq!(status.code(), Some(1), "{log}");
-    assert!(
-        log.contains("MirrorMaker 2 runs this flow: its Connect worker group s-mm2 on t has"),
-        "{log}"
-    );
-    lap("strait refused to start beside MirrorMaker 2");
     mm2.stop();
     lap("MirrorMaker 2 stopped");
     let resumed = kafka::committed_offsets(target, &group);
