@@ -40,30 +40,28 @@ impl Line {
     }
 }
 
+/// Lines of each kind asked for in this interval; those past [`LINES_PER_INTERVAL`] went to
+/// DEBUG.
 #[derive(Default)]
 pub(super) struct Chatter {
-    said: BTreeMap<Line, usize>,
-    held: BTreeMap<Line, usize>,
+    asked: BTreeMap<Line, usize>,
 }
 
 impl Chatter {
     /// Whether a line of `kind` may still go out at its own level in this interval; if not,
     /// it is counted for the summary.
     pub(super) fn may(&mut self, kind: Line) -> bool {
-        let said = self.said.entry(kind).or_default();
-        if *said < LINES_PER_INTERVAL {
-            *said += 1;
-            return true;
-        }
-        *self.held.entry(kind).or_default() += 1;
-        false
+        let asked = self.asked.entry(kind).or_default();
+        *asked += 1;
+        *asked <= LINES_PER_INTERVAL
     }
 
     /// Ends the interval: logs how many lines of each kind were held back.
     pub(super) fn end_interval(&mut self) {
-        self.said.clear();
-        for (kind, held) in std::mem::take(&mut self.held) {
+        for (kind, asked) in std::mem::take(&mut self.asked) {
+            let held = asked.saturating_sub(LINES_PER_INTERVAL);
             match kind {
+                _ if held == 0 => {}
                 Line::Resumed => tracing::info!(partitions = held, "{}", kind.summary()),
                 _ => tracing::warn!(partitions = held, "{}", kind.summary()),
             }
@@ -72,7 +70,9 @@ impl Chatter {
 
     #[cfg(test)]
     fn held(&self, kind: Line) -> usize {
-        self.held.get(&kind).copied().unwrap_or(0)
+        self.asked
+            .get(&kind)
+            .map_or(0, |asked| asked.saturating_sub(LINES_PER_INTERVAL))
     }
 }
 
