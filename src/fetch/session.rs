@@ -315,12 +315,11 @@ impl Session {
         }
         for f in &request.forgotten_topics_data {
             for p in &f.partitions {
-                let tp = TopicPartition::new(f.topic.0.as_str(), *p);
-                self.sent.remove(&tp);
-                self.left.remove(&tp);
+                self.sent
+                    .remove(&TopicPartition::new(f.topic.0.as_str(), *p));
             }
         }
-        // One that left before it was ever sent has nothing to forget.
+        // Forgotten now, or never sent: nothing more to forget.
         self.left.retain(|tp| self.sent.contains_key(tp));
         if response.session_id != 0 {
             self.id = response.session_id;
