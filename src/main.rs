@@ -112,10 +112,7 @@ fn main() -> ExitCode {
         _ => Vec::new(),
     };
     // `load` logs each warning itself, for `run` and `check` alike.
-    let loaded = strait::config::load(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|(config, _warnings)| config.writing_to(&targets));
-    let config = match loaded {
+    let config = match load(&path, &targets) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("strait: {e}");
@@ -226,6 +223,14 @@ fn message(e: &anyhow::Error) -> String {
     out
 }
 
+/// The config file's flows into `targets` (`--clusters`; all of them when empty). `load`
+/// logs each warning itself.
+fn load(path: &std::path::Path, targets: &[String]) -> Result<strait::config::Config, String> {
+    strait::config::load(path)
+        .map_err(|e| e.to_string())
+        .and_then(|(config, _warnings)| config.writing_to(targets))
+}
+
 /// Room the shutdown gives the tasks around the drain (stopping the fetcher and the MM2
 /// tasks, writing the last offset syncs) on top of `shutdown.drain.timeout.ms`.
 const SHUTDOWN_MARGIN: Duration = Duration::from_secs(10);
@@ -303,10 +308,7 @@ fn reload(
     log: &Log,
 ) {
     tracing::info!(path = %path.display(), "SIGHUP: reloading the config file");
-    let loaded = strait::config::load(path)
-        .map_err(|e| e.to_string())
-        .and_then(|(new, _warnings)| new.writing_to(targets));
-    match loaded {
+    match load(path, targets) {
         Err(e) => tracing::error!(error = %e, "config reload rejected; the running config stays"),
         Ok(new) => {
             if log.follow(&new.log_level) {
