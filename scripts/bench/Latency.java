@@ -286,6 +286,7 @@ public class Latency {
                 } catch (java.util.concurrent.ExecutionException e) {
                     // A broker busy with thousands of new topics may time a call out: ask again.
                     System.err.println("watch: " + e.getCause());
+                    Thread.sleep(250);
                     continue;
                 }
                 if (have > 0 && firstMs < 0) {
