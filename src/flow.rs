@@ -19,6 +19,7 @@ use crate::kafka::admin::{topic_configs, TopicSpec};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::tls::Tls;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::migration;
 use crate::mm2::acl_sync::sync_acls;
 use crate::mm2::checkpoint::{self, CheckpointConfig};
 use crate::mm2::heartbeat::{self, HeartbeatConfig};
@@ -264,6 +265,10 @@ async fn run_flow(
         flow: name.clone(),
         source,
     };
+    tokio::select! {
+        beside = migration::wait_for_mm2(&flow, &target) => beside.map_err(fail)?,
+        () = shutdown.cancelled() => return Ok(()),
+    }
     let (mut running, started) = start(&flow, &source, &target, &reports, updates)
         .await
         .map_err(fail)?;
@@ -435,18 +440,21 @@ async fn start(
     // The progress topic is read back if it exists. A first start has nothing to restore and
     // creates it once replication runs (its first commit is an interval away), so that its
     // creation does not queue at the controller ahead of the remote topics'.
+    // Then MirrorMaker 2's positions: a partition MM2 got further with is taken over.
     let restore_progress = async {
         let found = target
             .metadata(Some(std::slice::from_ref(&progress_topic)))
             .await?;
-        if found
+        let (mut resume, create) = if found
             .iter()
             .any(|t| t.name == progress_topic && t.error_code == 0)
         {
-            Ok((progress::load(target, &progress_topic).await?, false))
+            (progress::load(target, &progress_topic).await?, false)
         } else {
-            Ok((HashMap::new(), true))
-        }
+            (HashMap::new(), true)
+        };
+        let taken = migration::take_over(flow, target, &mut resume).await?;
+        Ok((resume, create, taken))
     };
     // The first discovery (source metadata, remote topics created on the target) too; its
     // errors are handled by the control loop like those of every later discovery.
@@ -468,7 +476,7 @@ async fn start(
         events_tx,
         fetch_shutdown.clone(),
     );
-    let ((resume, create_progress), written, engine, first_discovery) = tokio::try_join!(
+    let ((resume, create_progress, taken), written, engine, first_discovery) = tokio::try_join!(
         restore_progress,
         offset_sync::load(&syncs_cluster, &syncs_topic),
         Engine::new(
@@ -489,11 +497,13 @@ async fn start(
     // Offset maps as they were: the syncs written so far, bounded by the committed positions.
     *translations.lock().unwrap() = resume
         .iter()
-        .map(|(tp, (pos, _))| {
+        .map(|(tp, (pos, lineage))| {
             let syncs = written.get(tp).cloned().unwrap_or_default();
-            (tp.clone(), OffsetMap::from_syncs(syncs, Some(*pos)))
+            let map = OffsetMap::from_syncs(syncs, Some(*pos)).taken_over_at(lineage.taken_over_at);
+            (tp.clone(), map)
         })
         .collect();
+    migration::report_repeats(flow, target, &taken, &translations).await;
     let (commands, commands_rx) = mpsc::unbounded_channel();
     let (stats_tx, stats) = watch::channel(Stats::default());
     let mut fetch = Tasks::default();
@@ -1014,6 +1024,7 @@ fn assign(
                 leader_epoch: resumed
                     .filter(|_| same_log)
                     .map_or(-1, |(_, from)| from.leader_epoch),
+                taken_over_at: resumed.map_or(-1, |(_, from)| from.taken_over_at),
             };
             let new_log = created && resumed.is_some_and(|(pos, _)| pos.target_next != 0);
             new_logs += usize::from(new_log);

@@ -5,13 +5,14 @@
 //! person, as JSON for a script, and the offsets also as the CSV
 //! `kafka-consumer-groups --reset-offsets --from-file` reads.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
 use crate::config::{Config, FlowConfig};
-use crate::kafka::log_reader::{list_offsets, read_keyed_records, read_keyed_tail, read_partition};
+use crate::kafka::log_reader::{end_offsets, read_keyed_records, read_keyed_tail, read_partition};
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::migration;
 use crate::mm2::records::{Checkpoint, Heartbeat};
 use crate::progress;
 
@@ -95,6 +96,11 @@ pub struct PartitionStatus {
     /// Records from the committed position to the source end (`None` before a commit:
     /// where the flow starts then is the offset reset policy's).
     pub lag: Option<i64>,
+    /// Who committed the position: `strait`, or `mirrormaker2` (MM2's position in its offsets
+    /// topic, further on than strait's: strait takes over from it); `None` before a commit.
+    pub origin: Option<&'static str>,
+    /// Where strait took the partition over from MM2: MM2 replicated the offsets before it.
+    pub taken_over_at: Option<i64>,
 }
 
 /// A flow's status: its partitions, and when its progress was last committed.
@@ -137,10 +143,16 @@ pub async fn status(config: &Config) -> anyhow::Result<Vec<FlowStatus>> {
             .map_err(on(&flow.target))?
             .unwrap_or_default();
         let last_commit_ms = batches.iter().map(|b| b.max_timestamp()).max();
-        let committed = progress::load(&target, &progress_tp.topic)
+        let mut committed = progress::load(&target, &progress_tp.topic)
             .await
             .map_err(on(&flow.target))?;
-        let ends = source_ends(&source, flow).await.map_err(on(&flow.source))?;
+        // As a start would resume: MM2's positions where MM2 got further.
+        let mm2 = migration::take_over(flow, &target, &mut committed)
+            .await
+            .map_err(on(&flow.target))?;
+        let ends = end_offsets(&source, |t| crate::flow::replicates(flow, t))
+            .await
+            .map_err(on(&flow.source))?;
         let last_heartbeat_ms = last_heartbeat(&target, flow)
             .await
             .map_err(on(&flow.target))?;
@@ -155,6 +167,17 @@ pub async fn status(config: &Config) -> anyhow::Result<Vec<FlowStatus>> {
             .map(|(tp, end)| {
                 let pos = committed.get(&tp).map(|(p, _)| *p);
                 let next = pos.map(|p| p.source_next).filter(|n| *n >= 0);
+                let origin = pos.map(|_| {
+                    if mm2.binary_search(&tp).is_ok() {
+                        "mirrormaker2"
+                    } else {
+                        "strait"
+                    }
+                });
+                let taken_over_at = committed
+                    .get(&tp)
+                    .map(|(_, l)| l.taken_over_at)
+                    .filter(|at| *at >= 0);
                 PartitionStatus {
                     flow: flow_name(flow),
                     remote_topic: flow.policy.format_remote_topic(&flow.source, &tp.topic),
@@ -164,6 +187,8 @@ pub async fn status(config: &Config) -> anyhow::Result<Vec<FlowStatus>> {
                     committed: next,
                     target_committed: pos.map(|p| p.target_next).filter(|n| *n >= 0),
                     lag: end.zip(next).map(|(end, next)| (end - next).max(0)),
+                    origin,
+                    taken_over_at,
                 }
             })
             .collect();
@@ -177,42 +202,6 @@ pub async fn status(config: &Config) -> anyhow::Result<Vec<FlowStatus>> {
             running,
             partitions,
         });
-    }
-    Ok(out)
-}
-
-/// The last stable offset of every partition of every source topic `flow` replicates
-/// (`None` for a partition whose leader did not answer).
-async fn source_ends(
-    source: &Cluster,
-    flow: &FlowConfig,
-) -> Result<Vec<(TopicPartition, Option<i64>)>, KafkaError> {
-    let mut by_leader: HashMap<i32, Vec<(TopicPartition, i32)>> = HashMap::new();
-    for t in source.metadata(None).await? {
-        if t.error_code != 0 || t.is_internal || !crate::flow::replicates(flow, &t.name) {
-            continue;
-        }
-        for p in &t.partitions {
-            let tp = TopicPartition::new(t.name.as_str(), p.partition);
-            by_leader
-                .entry(p.leader)
-                .or_default()
-                .push((tp, p.leader_epoch));
-        }
-    }
-    let mut out = Vec::new();
-    for (leader, partitions) in by_leader {
-        let ends = match source.broker(leader).await {
-            Ok(conn) => list_offsets(&conn, &partitions, -1)
-                .await
-                .unwrap_or_default(),
-            Err(_) => HashMap::new(),
-        };
-        out.extend(
-            partitions
-                .into_iter()
-                .map(|(tp, _)| (tp.clone(), ends.get(&tp).copied())),
-        );
     }
     Ok(out)
 }

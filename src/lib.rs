@@ -20,7 +20,7 @@
 //!   [`kafka::produce_request`] (zero-copy Produce bodies), [`kafka::appender`] (strait's own
 //!   small appends), [`kafka::log_reader`] (reading an internal topic to its end),
 //!   [`kafka::admin`] (topics and configs), [`kafka::acls`], [`kafka::groups`]
-//!   (consumer-group offsets); for unit tests only, `kafka::fake_broker` (a scripted broker
+//!   (consumer-group offsets), [`kafka::partitioner`] (the Java producer's partition of a key); for unit tests only, `kafka::fake_broker` (a scripted broker
 //!   for error paths).
 //! - [`config`]: `mm2.properties` and TOML into one validated model: `model` · `error` ·
 //!   `raw` · `keys` (the key table) · `properties` · `toml` · `validate`. [`policy`] (MM2's
@@ -34,7 +34,10 @@
 //!   [`fetch::response`] (what each answer and error code means, no I/O).
 //! - [`mm2`]: what MM2 tooling reads and MM2 would sync. [`mm2::records`] (MM2's record
 //!   formats byte for byte) · [`mm2::heartbeat`] · [`mm2::checkpoint`] (and group offset sync)
-//!   · [`mm2::offset_sync`] · [`mm2::topic_sync`] · [`mm2::acl_sync`].
+//!   · [`mm2::offset_sync`] · [`mm2::topic_sync`] · [`mm2::acl_sync`] ·
+//!   [`mm2::source_offsets`] (MM2's own source positions, in Connect's offsets topic).
+//! - [`migration`]: switching a flow from a running MM2 to strait and back without a re-copy
+//!   (take-over, no two writers, hand-back).
 //! - [`progress`]: strait's committed positions, in a compacted topic of its own.
 //! - [`telemetry`]: what an operator watches: [`telemetry::metrics`] (Prometheus series
 //!   under MM2's names and strait's own), [`telemetry::health`] (liveness and readiness per
@@ -55,6 +58,7 @@ pub mod filter;
 pub mod flow;
 pub mod inspect;
 pub mod kafka;
+pub mod migration;
 pub mod mm2;
 pub mod offset_map;
 pub mod policy;

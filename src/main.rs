@@ -49,6 +49,19 @@ enum Command {
         /// centre, each for the flows into it).
         #[arg(long, num_args = 1.., value_name = "ALIAS")]
         clusters: Vec<String>,
+        /// Where MirrorMaker 2 still runs a flow, wait for it to stop and take the flow over
+        /// (`takeover.wait = true` for every flow), instead of refusing to start.
+        #[arg(long)]
+        takeover: bool,
+    },
+    /// Write strait's committed positions into MirrorMaker 2's offsets topic on each flow's
+    /// target, so that MM2 started on the same file resumes where strait stopped (stop
+    /// strait first).
+    Handback {
+        config: PathBuf,
+        /// Only the flows that write to these clusters (as `run --clusters`).
+        #[arg(long, num_args = 1.., value_name = "ALIAS")]
+        clusters: Vec<String>,
     },
     /// Validate the config file and reach every cluster it names.
     Check { config: PathBuf },
@@ -103,16 +116,26 @@ fn main() -> ExitCode {
     };
     let path = match &cli.command {
         Command::Run { config, .. }
+        | Command::Handback { config, .. }
         | Command::Check { config }
         | Command::Status { config, .. }
         | Command::TranslateOffsets { config, .. } => config.clone(),
     };
-    let targets = match &cli.command {
-        Command::Run { clusters, .. } => clusters.clone(),
-        _ => Vec::new(),
+    let overrides = match &cli.command {
+        Command::Run {
+            clusters, takeover, ..
+        } => Overrides {
+            targets: clusters.clone(),
+            takeover: *takeover,
+        },
+        Command::Handback { clusters, .. } => Overrides {
+            targets: clusters.clone(),
+            takeover: false,
+        },
+        _ => Overrides::default(),
     };
     // `load` logs each warning itself, for `run` and `check` alike.
-    let config = match load(&path, &targets) {
+    let config = match load(&path, &overrides) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("strait: {e}");
@@ -122,8 +145,9 @@ fn main() -> ExitCode {
     log.follow(&config.log_level);
     let result = match cli.command {
         Command::Run { metrics_listen, .. } => {
-            runtime.block_on(run(config, &path, &targets, metrics_listen, &log))
+            runtime.block_on(run(config, &path, &overrides, metrics_listen, &log))
         }
+        Command::Handback { .. } => runtime.block_on(hand_back(config)),
         Command::Check { .. } => runtime.block_on(check(config)),
         Command::Status { json, .. } => runtime.block_on(status(config, json)),
         Command::TranslateOffsets {
@@ -225,10 +249,24 @@ fn message(e: &anyhow::Error) -> String {
 
 /// The config file's flows into `targets` (`--clusters`; all of them when empty). `load`
 /// logs each warning itself.
-fn load(path: &std::path::Path, targets: &[String]) -> Result<strait::config::Config, String> {
-    strait::config::load(path)
-        .map_err(|e| e.to_string())
-        .and_then(|(config, _warnings)| config.writing_to(targets))
+/// What the command line changes in the config file, at start-up and at each SIGHUP.
+#[derive(Default)]
+struct Overrides {
+    /// `--clusters`: only the flows writing to these (all when empty).
+    targets: Vec<String>,
+    /// `--takeover`: `takeover.wait` for every flow.
+    takeover: bool,
+}
+
+fn load(path: &std::path::Path, overrides: &Overrides) -> Result<strait::config::Config, String> {
+    let (config, _warnings) = strait::config::load(path).map_err(|e| e.to_string())?;
+    let mut config = config.writing_to(&overrides.targets)?;
+    if overrides.takeover {
+        for flow in &mut config.flows {
+            flow.takeover.wait = true;
+        }
+    }
+    Ok(config)
 }
 
 /// Room the shutdown gives the tasks around the drain (stopping the fetcher and the MM2
@@ -240,7 +278,7 @@ const SHUTDOWN_MARGIN: Duration = Duration::from_secs(10);
 async fn run(
     config: strait::config::Config,
     path: &std::path::Path,
-    targets: &[String],
+    overrides: &Overrides,
     metrics_listen: Option<std::net::SocketAddr>,
     log: &Log,
 ) -> anyhow::Result<()> {
@@ -275,7 +313,7 @@ async fn run(
             done = &mut flows => return Ok(done?),
             // A flow failed: the others are draining.
             _ = shutdown.cancelled() => break,
-            _ = hangups.recv() => reload(path, targets, &updates, log),
+            _ = hangups.recv() => reload(path, overrides, &updates, log),
             signal = signals.recv() => {
                 tracing::info!(%signal, "shutting down: draining in-flight batches and committing progress (a second signal exits at once)");
                 shutdown.cancel();
@@ -303,12 +341,12 @@ async fn run(
 /// its error, and the running config stays.
 fn reload(
     path: &std::path::Path,
-    targets: &[String],
+    overrides: &Overrides,
     updates: &tokio::sync::watch::Sender<strait::config::Config>,
     log: &Log,
 ) {
     tracing::info!(path = %path.display(), "SIGHUP: reloading the config file");
-    match load(path, targets) {
+    match load(path, overrides) {
         Err(e) => tracing::error!(error = %e, "config reload rejected; the running config stays"),
         Ok(new) => {
             if log.follow(&new.log_level) {
@@ -414,6 +452,12 @@ async fn status(config: strait::config::Config, json: bool) -> anyhow::Result<()
                     or_dash(p.committed),
                     or_dash(p.target_committed),
                     or_dash(p.lag),
+                    match (p.origin, p.taken_over_at) {
+                        (Some("mirrormaker2"), _) => "mm2".to_string(),
+                        (Some(o), Some(at)) => format!("{o} from {at} (mm2 before)"),
+                        (Some(o), None) => o.to_string(),
+                        (None, _) => "-".to_string(),
+                    },
                 ]
             })
             .collect();
@@ -425,6 +469,7 @@ async fn status(config: strait::config::Config, json: bool) -> anyhow::Result<()
             "COMMITTED",
             "TARGET OFFSET",
             "LAG",
+            "ORIGIN",
         ];
         print!("{}", strait::inspect::table(&header, &rows));
     }
@@ -460,6 +505,22 @@ async fn translate_offsets(
             .collect();
         let header = ["FLOW", "TOPIC", "PARTITION", "OFFSET", "SOURCE OFFSET"];
         print!("{}", strait::inspect::table(&header, &rows));
+    }
+    Ok(())
+}
+
+/// `strait handback`: every flow's committed positions into MM2's offsets topic.
+async fn hand_back(config: strait::config::Config) -> anyhow::Result<()> {
+    for flow in &config.flows {
+        let target = strait::flow::cluster(&config.clusters[&flow.target])?;
+        let name = format!("{}->{}", flow.source, flow.target);
+        let done = strait::migration::hand_back(flow, &target)
+            .await
+            .map_err(|e| anyhow::Error::new(e).context(format!("flow {name}: hand-back")))?;
+        println!(
+            "flow {name}: {} positions written to {} on {}: MirrorMaker 2 resumes there",
+            done.positions, done.topic, flow.target
+        );
     }
     Ok(())
 }

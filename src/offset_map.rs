@@ -96,19 +96,24 @@ pub struct Position {
 /// resumes in is still the one it left: the topic's id (another id under the same name is a
 /// re-created topic) and the partition leader epoch of the last batch before the position
 /// (the leader checks its log against it, KIP-320, and answers with the divergence point if
-/// it was truncated meanwhile).
+/// it was truncated meanwhile); and who replicated the records before it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Lineage {
     /// Nil when unknown (brokers before Kafka 2.8 give no ids).
     pub topic_id: uuid::Uuid,
     /// -1 when unknown (nothing fetched yet).
     pub leader_epoch: i32,
+    /// The source offset at which strait took the partition over from MirrorMaker 2: MM2
+    /// replicated the records before it, and their translation follows MM2's offset syncs
+    /// with MM2's own rule ([`OffsetMap::taken_over_at`]). -1: strait replicated it all.
+    pub taken_over_at: i64,
 }
 
 impl Lineage {
     pub const UNKNOWN: Lineage = Lineage {
         topic_id: uuid::Uuid::nil(),
         leader_epoch: -1,
+        taken_over_at: -1,
     };
 }
 
@@ -147,6 +152,9 @@ pub struct OffsetMap {
     /// Whether `target_next` is the true end: false once a batch was appended at a target
     /// offset the map was not told, then `target_next` is only a lower bound.
     target_known: bool,
+    /// Source offsets below it were replicated by MirrorMaker 2 (see
+    /// [`OffsetMap::taken_over_at`]); -1: none.
+    taken_over_at: i64,
 }
 
 impl OffsetMap {
@@ -157,7 +165,19 @@ impl OffsetMap {
             source_next: -1,
             target_next: -1,
             target_known: false,
+            taken_over_at: -1,
         }
+    }
+
+    /// The map of a partition strait took over from MirrorMaker 2 at source offset `at`:
+    /// its points below `at` are MM2's offset syncs, one per `offset.lag.max` records and
+    /// not at every gap, so between two of them nothing says the records are contiguous.
+    /// An offset there translates as MM2 translates it: the sync's target if it is the
+    /// sync's source, else one past it (a failed-over group re-reads what MM2 would have
+    /// made it re-read, never skips a record).
+    pub fn taken_over_at(mut self, at: i64) -> Self {
+        self.taken_over_at = at;
+        self
     }
 
     /// Records a forwarded batch; batches come in the order the target appended them.
@@ -210,6 +230,10 @@ impl OffsetMap {
         };
         if committed == ps {
             return Some(pt);
+        }
+        if committed < self.taken_over_at {
+            let next = self.points.get(i).map_or(self.target_next, |&(_, qt)| qt);
+            return Some(pt.saturating_add(1).min(next));
         }
         let linear = pt.saturating_add(committed.saturating_sub(ps));
         Some(match self.points.get(i) {
@@ -1124,5 +1148,34 @@ mod tests {
             translations(&m, 0..7),
             [None, None, Some(40), Some(41), Some(42), Some(42), Some(43)]
         );
+    }
+
+    /// MM2's syncs say nothing of the records between two of them: below the take-over
+    /// point they translate MM2's way, never past a record MM2's reader would read.
+    #[test]
+    fn below_the_take_over_point_mm2_syncs_translate_as_mm2_does() {
+        // MM2 synced every 100 records; 5 source offsets between 100 and 200 were
+        // transaction markers (a gap). strait took over at 250; MM2's last sync was 200.
+        let mm2 = [(0, 0), (100, 100), (200, 195)];
+        let position = Position {
+            source_next: 250,
+            target_next: -1,
+        };
+        let exact = OffsetMap::from_syncs(mm2, Some(position));
+        // Read as strait's own points the gap would send offset 150 past 95 records.
+        assert_eq!(exact.translate(150), Some(195));
+        let mut m = OffsetMap::from_syncs(mm2, Some(position)).taken_over_at(250);
+        assert_eq!(m.translate(100), Some(100));
+        assert_eq!(m.translate(150), Some(101));
+        assert_eq!(m.translate(200), Some(195));
+        assert_eq!(m.translate(230), Some(196));
+        // strait's first batch lands after what MM2 wrote past its last sync: exact from
+        // there on, MM2's rule up to it.
+        m.record(&fwd(250, 259, 10, 260));
+        assert_eq!(m.translate(150), Some(101));
+        assert_eq!(m.translate(249), Some(196));
+        assert_eq!(m.translate(250), Some(260));
+        assert_eq!(m.translate(255), Some(265));
+        assert_eq!(m.translate(300), Some(270));
     }
 }

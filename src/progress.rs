@@ -8,8 +8,10 @@
 //! key = STRING source topic, INT32 partition; value = INT16 version (1), INT64 next source
 //! offset, INT64 next target offset (-1 if unknown), then the source log the position was
 //! taken from ([`Lineage`]): INT32 partition leader epoch of the last batch before it (-1 if
-//! unknown), UUID (16 bytes) source topic id (nil if unknown). Version 0 values (written by
-//! earlier releases) end after the target offset and are read with an unknown lineage.
+//! unknown), UUID (16 bytes) source topic id (nil if unknown), INT64 the source offset at
+//! which strait took the partition over from MirrorMaker 2 (-1: it did not). Values of
+//! earlier releases are read too: version 1 ends after the topic id (not taken over), version
+//! 0 after the target offset (an unknown lineage).
 //!
 //! One commit may hold a position per replicated partition: [`encode_batches`] splits it into
 //! batches the topic accepts (its `max.message.bytes`, see [`batch_bytes`]), since a refused
@@ -36,15 +38,16 @@ pub fn topic_name(source_alias: &str) -> String {
 const RECORD: &str = "StraitProgress";
 
 /// The value version this release writes.
-const VALUE_VERSION: i16 = 1;
+const VALUE_VERSION: i16 = 2;
 
 pub fn encode_value(pos: &Position, lineage: &Lineage) -> Bytes {
-    let mut b = BytesMut::with_capacity(38);
+    let mut b = BytesMut::with_capacity(46);
     b.put_i16(VALUE_VERSION);
     b.put_i64(pos.source_next);
     b.put_i64(pos.target_next);
     b.put_i32(lineage.leader_epoch);
     b.put_u128(lineage.topic_id.as_u128());
+    b.put_i64(lineage.taken_over_at);
     b.freeze()
 }
 
@@ -63,13 +66,18 @@ pub fn decode(key: &[u8], value: &[u8]) -> Option<Committed> {
     let target_next = v.i64("target_next").ok()?;
     let lineage = match version {
         0 => Lineage::UNKNOWN,
-        VALUE_VERSION => {
+        1 | VALUE_VERSION => {
             let leader_epoch = v.i32("leader_epoch").ok()?;
             let high = v.i64("topic_id").ok()? as u64;
             let low = v.i64("topic_id").ok()? as u64;
+            let taken_over_at = match version {
+                1 => -1,
+                _ => v.i64("taken_over_at").ok()?,
+            };
             Lineage {
                 topic_id: uuid::Uuid::from_u64_pair(high, low),
                 leader_epoch,
+                taken_over_at,
             }
         }
         _ => return None,
@@ -169,6 +177,7 @@ mod tests {
     const LINEAGE: Lineage = Lineage {
         topic_id: uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0011_2233_4455_6677),
         leader_epoch: 7,
+        taken_over_at: 1000,
     };
 
     #[test]
@@ -187,12 +196,13 @@ mod tests {
             &encode_partition_key(&tp)[..],
             &[0, 6, b'o', b'r', b'd', b'e', b'r', b's', 0, 0, 0, 7]
         );
-        assert_eq!(&value[..2], &[0, 1], "version 1");
+        assert_eq!(&value[..2], &[0, 2], "version 2");
         assert_eq!(&value[18..22], &[0, 0, 0, 7], "leader epoch");
         assert_eq!(
-            value[22..],
+            value[22..38],
             0x0123_4567_89ab_cdef_0011_2233_4455_6677u128.to_be_bytes()
         );
+        assert_eq!(value[38..], 1000i64.to_be_bytes(), "taken over at");
         assert_eq!(decode(&encode_partition_key(&tp)[..5], &value), None);
         assert_eq!(decode(&[0xff, 0xff], &value), None);
         let batches = encode_batches(&[(tp.clone(), pos, LINEAGE)], MAX_BATCH_BYTES, 5);
@@ -222,13 +232,30 @@ mod tests {
             decode(&encode_partition_key(&tp), &v0),
             Some((tp.clone(), pos, Lineage::UNKNOWN))
         );
-        // Anything after a version 0 value, or a version this release does not know, is
-        // not a progress record.
+        // Version 1 ends after the topic id: not taken over from MM2.
+        let mut v1 = encode_value(&pos, &LINEAGE).to_vec();
+        v1[1] = 1;
+        v1.truncate(38);
+        assert_eq!(
+            decode(&encode_partition_key(&tp), &v1),
+            Some((
+                tp.clone(),
+                pos,
+                Lineage {
+                    taken_over_at: -1,
+                    ..LINEAGE
+                }
+            ))
+        );
+        // Anything after a value, or a version this release does not know, is not a
+        // progress record.
         v0.push(0);
         assert_eq!(decode(&encode_partition_key(&tp), &v0), None);
-        let mut v2 = encode_value(&pos, &LINEAGE).to_vec();
-        v2[1] = 2;
-        assert_eq!(decode(&encode_partition_key(&tp), &v2), None);
+        v1.push(0);
+        assert_eq!(decode(&encode_partition_key(&tp), &v1), None);
+        let mut v3 = encode_value(&pos, &LINEAGE).to_vec();
+        v3[1] = 3;
+        assert_eq!(decode(&encode_partition_key(&tp), &v3), None);
     }
 
     #[test]

@@ -14,36 +14,6 @@ use common::kafka::{self, Mm2};
 const RECORDS: usize = 1000;
 const READ_ON_SOURCE: usize = 400;
 
-fn mm2_config(source: &kafka::Cluster, target: &kafka::Cluster, topic: &str) -> String {
-    format!(
-        "clusters = s, t
-s.bootstrap.servers = {}
-t.bootstrap.servers = {}
-s->t.enabled = true
-s->t.topics = {topic}
-replication.factor = 1
-offset-syncs.topic.replication.factor = 1
-checkpoints.topic.replication.factor = 1
-heartbeats.topic.replication.factor = 1
-config.storage.replication.factor = 1
-offset.storage.replication.factor = 1
-status.storage.replication.factor = 1
-emit.checkpoints.interval.seconds = 1
-sync.group.offsets.enabled = true
-sync.group.offsets.interval.seconds = 1
-refresh.groups.interval.seconds = 1
-emit.heartbeats.interval.seconds = 1
-# The source's `heartbeats` topic may appear after MM2 first lists the source topics.
-refresh.topics.interval.seconds = 1
-# Start-up in seconds rather than half a minute: no classpath scan for Connect plugins.
-plugin.discovery = service_load
-s.plugin.discovery = service_load
-t.plugin.discovery = service_load
-",
-        source.bootstrap, target.bootstrap
-    )
-}
-
 #[test]
 fn mirror_maker_2_group_failover_and_client_queries() {
     let t0 = Instant::now();
@@ -77,7 +47,7 @@ fn mirror_maker_2_group_failover_and_client_queries() {
     assert_eq!(kafka::committed_offsets(source, &group), expected);
     lap("topic produced, group committed on the source");
 
-    let mut mm2 = Mm2::start(&mm2_config(source, target, &topic));
+    let mut mm2 = Mm2::start(&kafka::mm2_file("s", source, target, &topic, &[]));
     mm2.wait_log("Kafka MirrorMaker started", Duration::from_secs(60));
     lap("MirrorMaker 2 started");
 
@@ -121,6 +91,24 @@ fn mirror_maker_2_group_failover_and_client_queries() {
     // Stopping MM2 fixes the target group's offsets. Its group sync only moves forward, and it
     // may have moved on since the look above (a finer offset sync, a new checkpoint): the
     // group resumes from what is committed once MM2 is gone.
+    // While MM2 runs the flow, strait on the same file refuses to take it: it would write
+    // every record a second time.
+    // MM2's Connect worker keys and group refresh interval have no meaning for strait: it
+    // names them in warnings.
+    let mut twin = common::strait::Strait::start(
+        &kafka::mm2_file("s", source, target, &topic, &[]),
+        "properties",
+    )
+    .allow(&kafka::MM2_WORKER_KEYS)
+    .allow(&["MirrorMaker 2 runs this flow"]);
+    let status = twin.wait_exit(Duration::from_secs(30));
+    let log = twin.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("MirrorMaker 2 runs this flow: its Connect worker group s-mm2 on t has"),
+        "{log}"
+    );
+    lap("strait refused to start beside MirrorMaker 2");
     mm2.stop();
     lap("MirrorMaker 2 stopped");
     let resumed = kafka::committed_offsets(target, &group);

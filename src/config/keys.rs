@@ -931,6 +931,47 @@ pub static KEYS: &[KeySpec] = &[
              split the topics between them do not fence each other); empty turns fencing off.",
     ),
     KeySpec::new(
+        "takeover.offsets.topic",
+        Flow,
+        "mm2-offsets.<source>.internal",
+        flow!(takeover_offsets_topic, parse_string),
+    )
+    .toml("takeover_offsets_topic")
+    .strait()
+    .doc(
+        "Kafka Connect's offsets topic on the target where MirrorMaker 2 keeps the \
+             flow's source positions: on a first start strait resumes each partition after \
+             the last offset MM2 committed there (no re-copy), and `strait handback` writes \
+             strait's positions into it for MM2. `<source>`/`<target>` stand for the \
+             aliases; empty turns take-over off. Strimzi names it in the resource.",
+    ),
+    KeySpec::new(
+        "takeover.connector.name",
+        Flow,
+        "MirrorSourceConnector",
+        flow!(takeover_connector_name, parse_string),
+    )
+    .toml("takeover_connector_name")
+    .strait()
+    .doc(
+        "The connector name MM2's positions are keyed under in its offsets topic: \
+             `MirrorSourceConnector` in dedicated mode, \
+             `<source>-><target>.MirrorSourceConnector` under Strimzi.",
+    ),
+    KeySpec::new(
+        "takeover.wait",
+        Flow,
+        "false",
+        flow!(takeover_wait, parse_bool),
+    )
+    .toml("takeover_wait")
+    .strait()
+    .doc(
+        "While MM2 still runs the flow (its Connect group `<source>-mm2` on the target \
+             has members) strait refuses to start; true: it waits until MM2 is gone, then \
+             takes over (`strait run --takeover`).",
+    ),
+    KeySpec::new(
         "offset.flush.interval.ms",
         Flow,
         "5000",

@@ -35,8 +35,8 @@ pub use error::{ConfigError, ConfigWarning, WarningKind};
 pub use keys::{keys, KeySpec, Scope, Spelling, Status, KEYS};
 pub use model::{
     defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, Location, MetricsAggregation,
-    OffsetReset, SaslConfig, SaslCredentials, SaslMechanism, Secret, TlsConfig, TlsVersion,
-    TokenSource, TLS_CIPHER_SUITES,
+    OffsetReset, SaslConfig, SaslCredentials, SaslMechanism, Secret, Takeover, TlsConfig,
+    TlsVersion, TokenSource, TLS_CIPHER_SUITES,
 };
 
 /// Reads and validates a configuration file: TOML if the name ends in `.toml`, otherwise an

@@ -280,6 +280,18 @@ pub enum Location {
     Target,
 }
 
+/// Where MirrorMaker 2 keeps a flow's source positions (Kafka Connect's offsets topic on the
+/// target, see `mm2::source_offsets`), and whether to wait for MM2 to stop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Takeover {
+    /// The offsets topic; `None` (set empty): take-over off.
+    pub offsets_topic: Option<String>,
+    /// The connector name the positions are keyed under.
+    pub connector: String,
+    /// Wait while MM2 runs the flow instead of refusing to start.
+    pub wait: bool,
+}
+
 /// One enabled `source->target` replication flow and every knob it has.
 #[derive(Clone, Debug)]
 pub struct FlowConfig {
@@ -316,6 +328,8 @@ pub struct FlowConfig {
     /// `<topics>` by `TopicFilter::fingerprint`); `None` when set empty. Default
     /// `strait-<source>-><target>-<topics>`.
     pub fencing_transactional_id: Option<String>,
+    /// Taking the flow over from MirrorMaker 2, and handing it back.
+    pub takeover: Takeover,
     /// Where to start partitions with no committed progress. Default `Earliest`.
     pub offset_reset: OffsetReset,
     /// MM2 `tasks.max`, default 1. strait is not task-based; this is only a parallelism hint.
@@ -393,6 +407,7 @@ impl FlowConfig {
             progress_commit_interval_ms,
             shutdown_drain_timeout_ms,
             fencing_transactional_id,
+            takeover,
             offset_reset,
             tasks_max,
             emit_heartbeats,
@@ -445,6 +460,7 @@ impl FlowConfig {
                 "fencing.transactional.id",
                 *fencing_transactional_id == other.fencing_transactional_id,
             ),
+            ("takeover.*", *takeover == other.takeover),
             ("offset.reset", *offset_reset == other.offset_reset),
             ("tasks.max", *tasks_max == other.tasks_max),
             (
@@ -540,6 +556,10 @@ pub mod defaults {
     pub const SHUTDOWN_DRAIN_TIMEOUT_MS: u64 = 30_000;
     /// `fencing.transactional.id` (strait), with the flow's aliases and topic filter put in.
     pub const FENCING_TRANSACTIONAL_ID: &str = "strait-<source>-><target>-<topics>";
+    /// `takeover.offsets.topic`: MM2's offsets topic in dedicated mode.
+    pub const TAKEOVER_OFFSETS_TOPIC: &str = "mm2-offsets.<source>.internal";
+    /// `takeover.connector.name`: MM2's source connector in dedicated mode.
+    pub const TAKEOVER_CONNECTOR_NAME: &str = "MirrorSourceConnector";
     /// `tasks.max` (Connect's default).
     pub const TASKS_MAX: u32 = 1;
     /// `emit.heartbeats.enabled` / `.interval.seconds` = true / 1.

@@ -16,7 +16,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use super::error::{ConfigError, ConfigWarning, WarningKind};
 use super::model::{
     defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, SaslConfig, SaslCredentials,
-    SaslMechanism, Secret, TlsConfig, TlsVersion, TokenSource, TLS_CIPHER_SUITES,
+    SaslMechanism, Secret, Takeover, TlsConfig, TlsVersion, TokenSource, TLS_CIPHER_SUITES,
 };
 use super::raw::{Format, Origin, PolicyKind, Pos, RawCluster, RawConfig, RawFlow, Sourced};
 use super::toml::line_of;
@@ -1177,6 +1177,24 @@ impl<'a> Validator<'a> {
             .replace("<topics>", &topics.fingerprint());
         let fencing_transactional_id =
             (!fencing_transactional_id.is_empty()).then_some(fencing_transactional_id);
+        let aliases = |s: &str| {
+            s.replace("<source>", &source.value)
+                .replace("<target>", &target.value)
+        };
+        let offsets_topic = aliases(
+            layers
+                .get(|f| &f.takeover_offsets_topic)
+                .map_or(defaults::TAKEOVER_OFFSETS_TOPIC, |t| t.value.as_str()),
+        );
+        let takeover = Takeover {
+            offsets_topic: (!offsets_topic.is_empty()).then_some(offsets_topic),
+            connector: aliases(
+                layers
+                    .get(|f| &f.takeover_connector_name)
+                    .map_or(defaults::TAKEOVER_CONNECTOR_NAME, |t| t.value.as_str()),
+            ),
+            wait: layers.get(|f| &f.takeover_wait).is_some_and(|w| w.value),
+        };
         let offset_reset = layers
             .get(|f| &f.offset_reset)
             .map_or_else(Default::default, |s| s.value);
@@ -1314,6 +1332,7 @@ impl<'a> Validator<'a> {
             progress_commit_interval_ms,
             shutdown_drain_timeout_ms,
             fencing_transactional_id,
+            takeover,
             offset_reset,
             tasks_max,
             emit_heartbeats,

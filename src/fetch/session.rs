@@ -58,6 +58,7 @@ impl Placed {
             origin: Some(Lineage {
                 topic_id: self.topic_id,
                 leader_epoch: self.last_epoch,
+                ..Lineage::UNKNOWN
             }),
             generation: self.generation,
         }

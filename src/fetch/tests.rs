@@ -432,6 +432,7 @@ async fn a_resumed_position_is_fetched_with_its_committed_epoch() {
     let committed = Lineage {
         topic_id: uuid::Uuid::nil(),
         leader_epoch: 3,
+        ..Lineage::UNKNOWN
     };
     let (_fetcher, mut events) = fetcher_from(&broker, 12, OffsetReset::Earliest, Some(committed));
     let chunk = next_chunk(&mut events).await;

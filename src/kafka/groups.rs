@@ -1,16 +1,19 @@
 //! Consumer groups as strait reads them on the source and writes them on the target:
-//! listing (every broker coordinates some groups), committed offsets (OffsetFetch at the
-//! group's coordinator) and commits on behalf of an empty group (OffsetCommit with
-//! generation -1, which a coordinator accepts only while the group has no members).
+//! listing (every broker coordinates some groups), members (DescribeGroups: is MirrorMaker
+//! 2's Connect worker group alive?), committed offsets (OffsetFetch at the group's
+//! coordinator) and commits on behalf of an empty group (OffsetCommit with generation -1,
+//! which a coordinator accepts only while the group has no members).
 
 use std::collections::HashMap;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestGroup;
 use kafka_protocol::messages::{
-    GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest, TopicName,
+    DescribeGroupsRequest, GroupId, ListGroupsRequest, OffsetCommitRequest, OffsetFetchRequest,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -24,6 +27,15 @@ pub struct Listing {
     pub group_id: String,
     /// `Empty`, `Stable`, `PreparingRebalance`, ... (empty when the broker does not say).
     pub state: String,
+}
+
+/// A live group as DescribeGroups reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Described {
+    /// `consumer`, `connect`, ... (empty for a group without members).
+    pub protocol_type: String,
+    /// Each member as `client_id@host`.
+    pub members: Vec<String>,
 }
 
 /// One committed offset.
@@ -54,6 +66,33 @@ pub async fn list(cluster: &Cluster) -> Result<Vec<Listing>, KafkaError> {
     out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     out.dedup_by(|a, b| a.group_id == b.group_id);
     Ok(out)
+}
+
+/// `group` as its coordinator describes it; `None` if it does not exist.
+pub async fn describe(cluster: &Cluster, group: &str) -> Result<Option<Described>, KafkaError> {
+    let conn = coordinator(cluster, group).await?;
+    let request = DescribeGroupsRequest::default()
+        .with_groups(vec![GroupId(StrBytes::from_string(group.to_string()))]);
+    let response = conn.send(&request).await?;
+    let Some(g) = response.groups.into_iter().next() else {
+        return Ok(None);
+    };
+    if g.error_code == ResponseError::GroupIdNotFound.code() || g.group_state.as_str() == "Dead" {
+        return Ok(None);
+    }
+    KafkaError::check(
+        "DescribeGroups",
+        || format!("group {group} on {}", cluster.alias()),
+        g.error_code,
+    )?;
+    Ok(Some(Described {
+        protocol_type: g.protocol_type.to_string(),
+        members: g
+            .members
+            .iter()
+            .map(|m| format!("{}@{}", m.client_id, m.client_host))
+            .collect(),
+    }))
 }
 
 /// The connection to `group`'s coordinator, retried while the coordinator is loading.

@@ -62,6 +62,42 @@ pub async fn list_offsets(
     Ok(out)
 }
 
+/// The last stable offset of every partition of every topic of `cluster` that is not
+/// internal and that `wanted` names (`None` for a partition whose leader did not answer).
+pub async fn end_offsets(
+    cluster: &Cluster,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<Vec<(TopicPartition, Option<i64>)>, KafkaError> {
+    let mut by_leader: HashMap<i32, Vec<(TopicPartition, i32)>> = HashMap::new();
+    for t in cluster.metadata(None).await? {
+        if t.error_code != 0 || t.is_internal || !wanted(&t.name) {
+            continue;
+        }
+        for p in &t.partitions {
+            let tp = TopicPartition::new(t.name.as_str(), p.partition);
+            by_leader
+                .entry(p.leader)
+                .or_default()
+                .push((tp, p.leader_epoch));
+        }
+    }
+    let mut out = Vec::new();
+    for (leader, partitions) in by_leader {
+        let ends = match cluster.broker(leader).await {
+            Ok(conn) => list_offsets(&conn, &partitions, -1)
+                .await
+                .unwrap_or_default(),
+            Err(_) => HashMap::new(),
+        };
+        out.extend(
+            partitions
+                .into_iter()
+                .map(|(tp, _)| (tp.clone(), ends.get(&tp).copied())),
+        );
+    }
+    Ok(out)
+}
+
 /// The keyed records (offset, key, value) of one of strait's own internal topic partitions,
 /// read with [`read_partition`]; records without a key or value are left out. `None` if the
 /// topic does not exist.
@@ -84,23 +120,45 @@ pub async fn read_keyed_tail(
     keyed_records(tp, &batches).map(Some)
 }
 
-/// The records of `batches` (read from `tp`) that have a key and a value. strait writes its
-/// internal topics uncompressed, but a broker or topic with another `compression.type`
-/// stores them recompressed: any codec is read.
+/// The records with a key of one partition of a compacted topic, in log order, read with
+/// [`read_partition`]: a deletion (tombstone) has no value. `None` if the topic does not
+/// exist.
+pub async fn read_entries(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+) -> Result<Option<Vec<(Bytes, Option<Bytes>)>>, KafkaError> {
+    let Some(batches) = read_partition(cluster, tp).await? else {
+        return Ok(None);
+    };
+    let entries = records(tp, &batches)?
+        .filter_map(|(_, key, value)| Some((key?, value)))
+        .collect();
+    Ok(Some(entries))
+}
+
+/// The records of `batches` (read from `tp`) that have a key and a value.
 fn keyed_records(
     tp: &TopicPartition,
     batches: &[RawBatch],
 ) -> Result<Vec<(i64, Bytes, Bytes)>, KafkaError> {
+    Ok(records(tp, batches)?
+        .filter_map(|(offset, key, value)| Some((offset, key?, value?)))
+        .collect())
+}
+
+/// Every record of `batches` (read from `tp`): offset, key, value. strait writes its
+/// internal topics uncompressed, but a broker or topic with another `compression.type`
+/// stores them recompressed (and other writers' topics are read too): any codec is read.
+fn records(
+    tp: &TopicPartition,
+    batches: &[RawBatch],
+) -> Result<impl Iterator<Item = (i64, Option<Bytes>, Option<Bytes>)>, KafkaError> {
     let mut out = Vec::new();
     for batch in batches {
         let records = decode_records(batch).map_err(|e| KafkaError::Other(format!("{tp}: {e}")))?;
-        out.extend(
-            records
-                .into_iter()
-                .filter_map(|r| Some((r.offset, r.key?, r.value?))),
-        );
+        out.extend(records.into_iter().map(|r| (r.offset, r.key, r.value)));
     }
-    Ok(out)
+    Ok(out.into_iter())
 }
 
 /// Reads one partition from its log start to its current last stable offset, as a

@@ -16,6 +16,7 @@ pub mod fake_broker;
 pub mod groups;
 pub mod log_reader;
 mod oauth;
+pub mod partitioner;
 pub mod produce_request;
 pub mod sasl;
 pub mod segments;

@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod heartbeat;
 pub mod offset_sync;
 pub mod records;
+pub mod source_offsets;
 pub mod topic_sync;
 
 pub use records::{Checkpoint, FormatError, Heartbeat, OffsetSync};

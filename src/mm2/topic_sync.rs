@@ -149,7 +149,7 @@ fn refusal(results: TopicResults) -> Result<(), KafkaError> {
     }
 }
 
-/// Creates one of strait's internal topics (MM2's and its own): one partition, compacted,
+/// Creates one of strait's internal topics (MM2's and its own) of `partitions`, compacted,
 /// `compression.type=producer` so that the broker keeps the uncompressed batches strait
 /// writes (a broker default such as lz4 would recompress them; strait reads any codec back,
 /// but MM2's tools and older readers may not). A cluster with fewer brokers than the
@@ -158,11 +158,12 @@ fn refusal(results: TopicResults) -> Result<(), KafkaError> {
 pub async fn ensure_internal_topic(
     target: &Cluster,
     name: &str,
+    partitions: i32,
     replication_factor: i16,
 ) -> Result<(), KafkaError> {
     let spec = TopicSpec {
         name: name.to_string(),
-        partitions: 1,
+        partitions,
         replication_factor,
         configs: vec![
             ("cleanup.policy".into(), "compact".into()),
@@ -209,7 +210,7 @@ pub async fn await_internal_topic(
     loop {
         let error = tokio::select! {
             _ = shutdown.cancelled() => return Ok(false),
-            done = ensure_internal_topic(cluster, name, replication_factor) => match done {
+            done = ensure_internal_topic(cluster, name, 1, replication_factor) => match done {
                 Err(e) if e.is_retriable() => e,
                 done => return done.map(|()| true),
             },

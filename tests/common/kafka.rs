@@ -491,6 +491,60 @@ pub struct Mm2 {
     _dir: tempfile::TempDir,
 }
 
+/// An `mm2.properties` for MirrorMaker 2 (dedicated mode) and strait alike: flow `<alias>->t`
+/// from `source` to `target` for the topics `topics` matches (MM2 instances that run at once
+/// need distinct source aliases: each is a Connect group of its own), replication factors of 1, checkpoints,
+/// group offset sync, heartbeats and topic refresh every second, Connect's fast plugin
+/// discovery; then the `extra` lines.
+pub fn mm2_file(
+    alias: &str,
+    source: &Cluster,
+    target: &Cluster,
+    topics: &str,
+    extra: &[&str],
+) -> String {
+    let mut text = format!(
+        "clusters = {alias}, t
+{alias}.bootstrap.servers = {}
+t.bootstrap.servers = {}
+{alias}->t.enabled = true
+{alias}->t.topics = {topics}
+replication.factor = 1
+offset-syncs.topic.replication.factor = 1
+checkpoints.topic.replication.factor = 1
+heartbeats.topic.replication.factor = 1
+config.storage.replication.factor = 1
+offset.storage.replication.factor = 1
+status.storage.replication.factor = 1
+emit.checkpoints.interval.seconds = 1
+sync.group.offsets.enabled = true
+sync.group.offsets.interval.seconds = 1
+refresh.groups.interval.seconds = 1
+emit.heartbeats.interval.seconds = 1
+# The source's `heartbeats` topic may appear after MM2 first lists the source topics.
+refresh.topics.interval.seconds = 1
+# Start-up in seconds rather than half a minute: no classpath scan for Connect plugins.
+plugin.discovery = service_load
+{alias}.plugin.discovery = service_load
+t.plugin.discovery = service_load
+",
+        source.bootstrap, target.bootstrap
+    );
+    for line in extra {
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
+}
+
+/// The keys of [`mm2_file`] that only MM2's Connect worker reads: strait names each in a
+/// warning.
+pub const MM2_WORKER_KEYS: [&str; 3] = [
+    "storage.replication.factor",
+    "plugin.discovery",
+    "refresh.groups.interval.seconds",
+];
+
 impl Mm2 {
     /// Writes `properties_text` to `mm2.properties` and starts MirrorMaker 2 on it (-Xmx512m).
     pub fn start(properties_text: &str) -> Mm2 {
@@ -564,6 +618,14 @@ impl Mm2 {
                 self.log()
             );
             std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// SIGKILL: no clean stop, no last commit of its source positions.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
         }
     }
 

@@ -568,6 +568,27 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "takeover.offsets.topic",
+            "mm2-<source>-offsets",
+            Some("takeover_offsets_topic = \"mm2-<source>-offsets\""),
+            |c, _| f0(c).takeover.offsets_topic.as_deref() == Some("mm2-source-offsets")
+        ),
+        case!(
+            Flow,
+            "takeover.connector.name",
+            "<source>-><target>.MirrorSourceConnector",
+            Some("takeover_connector_name = \"<source>-><target>.MirrorSourceConnector\""),
+            |c, _| f0(c).takeover.connector == "source->target.MirrorSourceConnector"
+        ),
+        case!(
+            Flow,
+            "takeover.wait",
+            "true",
+            Some("takeover_wait = true"),
+            |c, _| f0(c).takeover.wait
+        ),
+        case!(
+            Flow,
             "progress.commit.interval.ms",
             "250",
             Some("progress_commit_interval_ms = 250"),

@@ -1,0 +1,357 @@
+//! Switching a flow from MirrorMaker 2 to strait, and back, without a re-copy.
+//!
+//! MM2 in dedicated mode runs flow `A->B` in the Kafka Connect worker group `A-mm2` on `B`
+//! and keeps each source partition's position in Connect's offsets topic there
+//! (`mm2-offsets.A.internal` by default, `takeover.offsets.topic`; the format is
+//! [`crate::mm2::source_offsets`]'s), committed every `offset.flush.interval.ms` (60 s by
+//! default) and at a clean stop. MM2's offset syncs, checkpoints and heartbeats are the
+//! topics strait writes too.
+//!
+//! - **No two writers** ([`wait_for_mm2`]): while that group has members MM2 runs the flow,
+//!   and strait on it would write every record a second time: strait refuses to start, or
+//!   with `takeover.wait` waits until the group is empty.
+//! - **Take-over** ([`take_over`]): a partition whose MM2 position is further on than
+//!   strait's committed one (strait never ran it, or MM2 ran it after a hand-back) resumes
+//!   at MM2's position. What MM2 copied after its last commit is copied again;
+//!   [`report_repeats`] says how much at most. Below the take-over point offsets translate
+//!   by MM2's own offset syncs with MM2's rule (`Lineage::taken_over_at`), exactly from it on.
+//! - **Hand-back** ([`hand_back`]): strait's committed positions go into the offsets topic in
+//!   MM2's exact bytes, each in the partition Connect's producer puts its key in, so that MM2
+//!   started on the same file resumes where strait stopped.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+
+use crate::config::FlowConfig;
+use crate::kafka::appender::append;
+use crate::kafka::groups;
+use crate::kafka::log_reader::{end_offsets, read_entries};
+use crate::kafka::partitioner::partition_for;
+use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::mm2::records;
+use crate::mm2::source_offsets;
+use crate::mm2::topic_sync::ensure_internal_topic;
+use crate::offset_map::{Lineage, Position, Translations};
+use crate::progress;
+
+/// How long the target may take to describe MM2's group before strait goes on without
+/// knowing (no ACL to describe it, the target not reachable yet).
+const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often [`wait_for_mm2`] looks again while MM2 runs the flow.
+const WAIT_POLL: Duration = Duration::from_secs(2);
+
+/// Partitions of the offsets topic [`hand_back`] creates when MM2 never ran on the target:
+/// Connect's default `offset.storage.partitions`.
+const OFFSETS_TOPIC_PARTITIONS: i32 = 25;
+
+/// The Connect worker group MM2 in dedicated mode runs `flow` in, on its target.
+pub fn mm2_group(flow: &FlowConfig) -> String {
+    format!("{}-mm2", flow.source)
+}
+
+/// The members of MM2's group for `flow` (`client id@host`); empty when MM2 does not run
+/// the flow, or the group cannot be described in time (which is logged at DEBUG).
+async fn mm2_members(flow: &FlowConfig, target: &Cluster) -> Vec<String> {
+    let group = mm2_group(flow);
+    let described = tokio::time::timeout(DESCRIBE_TIMEOUT, groups::describe(target, &group))
+        .await
+        .unwrap_or_else(|_| Err(KafkaError::Other("no answer in time".to_string())));
+    match described {
+        Ok(Some(g)) if g.protocol_type == "connect" => g.members,
+        Ok(_) => Vec::new(),
+        Err(e) => {
+            tracing::debug!(%group, error = %e, "cannot tell whether MirrorMaker 2 runs the flow");
+            Vec::new()
+        }
+    }
+}
+
+/// Returns once MirrorMaker 2 does not run `flow` (at once if it never did). While it does:
+/// an error naming its group and members, or with `takeover.wait` a wait until they are
+/// gone (a SIGKILLed MM2 leaves the group when its session times out).
+pub async fn wait_for_mm2(flow: &FlowConfig, target: &Cluster) -> Result<(), KafkaError> {
+    let group = mm2_group(flow);
+    let mut waited = false;
+    loop {
+        let members = mm2_members(flow, target).await;
+        if members.is_empty() {
+            if waited {
+                tracing::info!(%group, "MirrorMaker 2 stopped; strait takes the flow over");
+            }
+            return Ok(());
+        }
+        if !flow.takeover.wait {
+            return Err(KafkaError::Other(format!(
+                "MirrorMaker 2 runs this flow: its Connect worker group {group} on {} has {} \
+                 member(s) ({}); stop it before strait takes the flow over (or start strait \
+                 with --takeover to wait for that), or every record is written twice",
+                target.alias(),
+                members.len(),
+                members.join(", ")
+            )));
+        }
+        if !waited {
+            tracing::info!(%group, members = %members.join(", "), "MirrorMaker 2 runs this flow; waiting until it stops (takeover.wait)");
+            waited = true;
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    }
+}
+
+/// Where MM2 resumes each partition of `flow` (the offset after the last it committed), read
+/// from the offsets topic on the target; empty when take-over is off or the topic does not
+/// exist.
+pub async fn mm2_positions(
+    flow: &FlowConfig,
+    target: &Cluster,
+) -> Result<HashMap<TopicPartition, i64>, KafkaError> {
+    let Some(topic) = &flow.takeover.offsets_topic else {
+        return Ok(HashMap::new());
+    };
+    let meta = target.metadata(Some(std::slice::from_ref(topic))).await?;
+    let Some(found) = meta.iter().find(|t| *t.name == **topic) else {
+        return Ok(HashMap::new());
+    };
+    if found.error_code == ResponseError::TopicAuthorizationFailed.code() {
+        // What a cluster with ACLs answers for a topic one may not see, whether it exists
+        // or not: said once per start, where an operator looks for why nothing was taken over.
+        tracing::info!(%topic, "MirrorMaker 2's offsets topic is not readable (TOPIC_AUTHORIZATION_FAILED): no take-over from MM2; grant Describe and Read on it to take over, or set takeover.offsets.topic empty");
+        return Ok(HashMap::new());
+    }
+    if found.error_code != 0 {
+        return Ok(HashMap::new());
+    }
+    let mut entries = Vec::new();
+    for p in &found.partitions {
+        let tp = TopicPartition::new(topic.as_str(), p.partition);
+        entries.extend(read_entries(target, &tp).await?.unwrap_or_default());
+    }
+    source_offsets::resume_points(
+        entries.iter().map(|(k, v)| (k.as_ref(), v.as_deref())),
+        &flow.takeover.connector,
+        &flow.source,
+    )
+    .map_err(|e| KafkaError::Other(format!("{topic} on {}: {e}", target.alias())))
+}
+
+/// Takes over from MM2 the partitions of `flow` whose MM2 position is further on than the
+/// committed one in `resume` (or that have none): their position becomes MM2's, with the
+/// take-over point in its lineage. Returns them.
+pub async fn take_over(
+    flow: &FlowConfig,
+    target: &Cluster,
+    resume: &mut HashMap<TopicPartition, (Position, Lineage)>,
+) -> Result<Vec<TopicPartition>, KafkaError> {
+    let mm2 = mm2_positions(flow, target).await?;
+    Ok(merge(resume, mm2))
+}
+
+/// [`take_over`]'s rule, on positions read.
+fn merge(
+    resume: &mut HashMap<TopicPartition, (Position, Lineage)>,
+    mm2: HashMap<TopicPartition, i64>,
+) -> Vec<TopicPartition> {
+    let mut taken = Vec::new();
+    for (tp, next) in mm2 {
+        if resume
+            .get(&tp)
+            .is_some_and(|(pos, _)| pos.source_next >= next)
+        {
+            continue;
+        }
+        let position = Position {
+            source_next: next,
+            target_next: -1,
+        };
+        let lineage = Lineage {
+            taken_over_at: next,
+            ..Lineage::UNKNOWN
+        };
+        resume.insert(tp.clone(), (position, lineage));
+        taken.push(tp);
+    }
+    taken.sort();
+    taken
+}
+
+/// Logs how many records at most the partitions just `taken` over copy a second time: what
+/// MM2 wrote to the target after its last committed position, the remote partition's end
+/// less the target offset MM2's offset syncs give the take-over point.
+pub async fn report_repeats(
+    flow: &FlowConfig,
+    target: &Cluster,
+    taken: &[TopicPartition],
+    translations: &Translations,
+) {
+    if taken.is_empty() {
+        return;
+    }
+    let remote = |tp: &TopicPartition| {
+        TopicPartition::new(
+            flow.policy.format_remote_topic(&flow.source, &tp.topic),
+            tp.partition,
+        )
+    };
+    let names: HashSet<String> = taken
+        .iter()
+        .map(|tp| remote(tp).topic.to_string())
+        .collect();
+    let ends: HashMap<TopicPartition, i64> = match end_offsets(target, |t| names.contains(t)).await
+    {
+        Ok(ends) => ends
+            .into_iter()
+            .filter_map(|(tp, end)| Some((tp, end?)))
+            .collect(),
+        Err(e) => {
+            tracing::debug!(error = %e, "remote partition ends not read");
+            HashMap::new()
+        }
+    };
+    let maps = translations.lock().unwrap();
+    let mut repeats = 0;
+    for tp in taken {
+        let Some(end) = ends.get(&remote(tp)) else {
+            continue;
+        };
+        let at = maps
+            .get(tp)
+            .and_then(|m| m.translate(m.position().source_next))
+            .unwrap_or(0);
+        repeats += (end - at).max(0);
+    }
+    tracing::info!(
+        flow = %format!("{}->{}", flow.source, flow.target),
+        partitions = taken.len(),
+        repeated_at_most = repeats,
+        "took over from MirrorMaker 2: each partition resumes after the last offset MM2 committed; what MM2 copied after that commit (up to its offset.flush.interval.ms) is copied again"
+    );
+}
+
+/// What [`hand_back`] wrote.
+#[derive(Debug)]
+pub struct HandedBack {
+    pub topic: String,
+    pub positions: usize,
+}
+
+/// Writes the committed positions of `flow` into MM2's offsets topic on its target (created
+/// as Connect creates it if MM2 never ran there), so that MM2 started on the same file
+/// resumes where strait stopped. strait must be stopped first (what it replicates after its
+/// last commit, MM2 copies again); a running MM2 is refused, since it reads the topic only
+/// when it starts and overwrites the positions at its next commit.
+pub async fn hand_back(flow: &FlowConfig, target: &Cluster) -> Result<HandedBack, KafkaError> {
+    let Some(topic) = flow.takeover.offsets_topic.clone() else {
+        return Err(KafkaError::Other(
+            "takeover.offsets.topic is set empty: there is no MirrorMaker 2 offsets topic to \
+             hand back to"
+                .to_string(),
+        ));
+    };
+    let members = mm2_members(flow, target).await;
+    if !members.is_empty() {
+        return Err(KafkaError::Other(format!(
+            "MirrorMaker 2 runs this flow already (group {} has {} member(s): {}): it would \
+             not read the positions; stop it, hand back, then start it",
+            mm2_group(flow),
+            members.len(),
+            members.join(", ")
+        )));
+    }
+    let committed = progress::load(target, &progress::topic_name(&flow.source)).await?;
+    let mut entries: Vec<(Bytes, Bytes)> = committed
+        .iter()
+        .filter(|(_, (pos, _))| pos.source_next > 0)
+        .map(|(tp, (pos, _))| {
+            let key = source_offsets::key(&flow.takeover.connector, &flow.source, tp);
+            let value = source_offsets::value(pos.source_next - 1);
+            (Bytes::from(key), Bytes::from(value))
+        })
+        .collect();
+    entries.sort();
+    ensure_internal_topic(
+        target,
+        &topic,
+        OFFSETS_TOPIC_PARTITIONS,
+        flow.internal_replication_factor,
+    )
+    .await?;
+    let meta = target.metadata(Some(std::slice::from_ref(&topic))).await?;
+    let partitions = meta
+        .iter()
+        .find(|t| *t.name == *topic && t.error_code == 0)
+        .map_or(0, |t| t.partitions.len() as i32);
+    if partitions == 0 {
+        return Err(KafkaError::Other(format!(
+            "{topic} on {}: no partitions in its metadata",
+            target.alias()
+        )));
+    }
+    let mut by_partition: HashMap<i32, Vec<(Bytes, Bytes)>> = HashMap::new();
+    for (key, value) in entries {
+        by_partition
+            .entry(partition_for(&key, partitions))
+            .or_default()
+            .push((key, value));
+    }
+    let mut positions = 0;
+    for (partition, records) in by_partition {
+        let batch = records::batch(&records, crate::now_ms());
+        append(
+            target,
+            &TopicPartition::new(topic.as_str(), partition),
+            &batch,
+        )
+        .await?;
+        positions += records.len();
+    }
+    Ok(HandedBack { topic, positions })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn committed(next: i64) -> (Position, Lineage) {
+        let pos = Position {
+            source_next: next,
+            target_next: next + 3,
+        };
+        (pos, Lineage::UNKNOWN)
+    }
+
+    /// MM2's position wins where it is further on: strait never ran the partition, or MM2
+    /// ran it after a hand-back; strait's own where it is as far or further.
+    #[test]
+    fn the_further_position_wins_and_one_taken_from_mm2_says_where() {
+        let (a, b, c) = (
+            TopicPartition::new("t", 0),
+            TopicPartition::new("t", 1),
+            TopicPartition::new("t", 2),
+        );
+        let mut resume = HashMap::from([(a.clone(), committed(50)), (b.clone(), committed(10))]);
+        let mm2 = HashMap::from([(a.clone(), 40), (b.clone(), 20), (c.clone(), 7)]);
+        assert_eq!(merge(&mut resume, mm2), [b.clone(), c.clone()]);
+        assert_eq!(resume[&a], committed(50));
+        let from_mm2 = |next| {
+            (
+                Position {
+                    source_next: next,
+                    target_next: -1,
+                },
+                Lineage {
+                    taken_over_at: next,
+                    ..Lineage::UNKNOWN
+                },
+            )
+        };
+        assert_eq!(resume[&b], from_mm2(20));
+        assert_eq!(resume[&c], from_mm2(7));
+        // Handed back and taken over again before MM2 moved: strait's own, exact, position.
+        let mut resume = HashMap::from([(a.clone(), committed(50))]);
+        assert!(merge(&mut resume, HashMap::from([(a.clone(), 50)])).is_empty());
+    }
+}
