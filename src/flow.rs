@@ -493,6 +493,17 @@ async fn start(
     let mut engine = engine;
     let (missing_tx, missing) = mpsc::unbounded_channel();
     engine.report_missing_topics(missing_tx);
+    // The continuous hand-back ends after the engine, its one sender, writing the last
+    // positions: it stops with the offset syncs writer.
+    let mut syncs = Tasks::default();
+    if flow.takeover.continuous_handback && flow.takeover.offsets_topic.is_some() {
+        let (commits_tx, commits) = mpsc::unbounded_channel();
+        engine.report_commits(commits_tx);
+        syncs.spawn(
+            "continuous hand-back",
+            migration::keep_handing_back(flow.clone(), target.clone(), commits),
+        );
+    }
     engine.report_to(reports.metrics.clone(), reports.health.clone());
     // Offset maps as they were: the syncs written so far, bounded by the committed positions.
     *translations.lock().unwrap() = resume
@@ -513,7 +524,6 @@ async fn start(
     let run = engine.run(events_rx, commands_rx, stats_tx, engine_shutdown.clone());
     // Its last stats reach `stats` before it returns.
     engine_task.spawn("produce engine", async move { run.await.map(drop) });
-    let mut syncs = Tasks::default();
     let syncs_shutdown = CancellationToken::new();
     syncs.spawn(
         "offset syncs writer",

@@ -17,13 +17,16 @@
 //!   by MM2's own offset syncs with MM2's rule (`Lineage::taken_over_at`), exactly from it on.
 //! - **Hand-back** ([`hand_back`]): strait's committed positions go into the offsets topic in
 //!   MM2's exact bytes, each in the partition Connect's producer puts its key in, so that MM2
-//!   started on the same file resumes where strait stopped.
+//!   started on the same file resumes where strait stopped; with
+//!   `takeover.handback.continuous`, all along while strait runs ([`keep_handing_back`]).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use tokio::sync::mpsc;
 
 use crate::config::FlowConfig;
 use crate::kafka::appender::append;
@@ -231,6 +234,108 @@ pub async fn report_repeats(
     );
 }
 
+/// Writes `positions` into MM2's offsets topic `topic` on `target` (created as Connect
+/// creates it if missing) in MM2's bytes, each to the partition Connect's producer picks for
+/// its key. Positions with nothing replicated yet are left out. Returns how many it wrote.
+async fn write_positions<'p>(
+    flow: &FlowConfig,
+    target: &Cluster,
+    topic: &str,
+    positions: impl Iterator<Item = (&'p TopicPartition, &'p Position)>,
+) -> Result<usize, KafkaError> {
+    let mut entries: Vec<(Bytes, Bytes)> = positions
+        .filter(|(_, pos)| pos.source_next > 0)
+        .map(|(tp, pos)| {
+            let key = source_offsets::key(&flow.takeover.connector, &flow.source, tp);
+            let value = source_offsets::value(pos.source_next - 1);
+            (Bytes::from(key), Bytes::from(value))
+        })
+        .collect();
+    if entries.is_empty() {
+        return Ok(0);
+    }
+    entries.sort();
+    ensure_internal_topic(
+        target,
+        topic,
+        OFFSETS_TOPIC_PARTITIONS,
+        flow.internal_replication_factor,
+    )
+    .await?;
+    let meta = target.metadata(Some(&[topic.to_string()])).await?;
+    let partitions = meta
+        .iter()
+        .find(|t| *t.name == *topic && t.error_code == 0)
+        .map_or(0, |t| t.partitions.len() as i32);
+    if partitions == 0 {
+        return Err(KafkaError::Other(format!(
+            "{topic} on {}: no partitions in its metadata",
+            target.alias()
+        )));
+    }
+    let mut by_partition: HashMap<i32, Vec<(Bytes, Bytes)>> = HashMap::new();
+    for (key, value) in entries {
+        by_partition
+            .entry(partition_for(&key, partitions))
+            .or_default()
+            .push((key, value));
+    }
+    let mut written = 0;
+    for (partition, records) in by_partition {
+        let batch = records::batch(&records, crate::now_ms());
+        append(target, &TopicPartition::new(topic, partition), &batch).await?;
+        written += records.len();
+    }
+    Ok(written)
+}
+
+/// The continuous hand-back (`takeover.handback.continuous`): writes the positions the
+/// engine reports durable (`commits`) into MM2's offsets topic, what arrived within a
+/// progress commit interval at a time, until the engine is gone and the last ones are
+/// written. A failed write is a warning, and its positions go with the next one:
+/// replication does not wait on MM2's topic.
+pub async fn keep_handing_back(
+    flow: FlowConfig,
+    target: Arc<Cluster>,
+    mut commits: mpsc::UnboundedReceiver<(TopicPartition, Position)>,
+) -> Result<(), KafkaError> {
+    let Some(topic) = flow.takeover.offsets_topic.clone() else {
+        return Err(KafkaError::Other(
+            "the continuous hand-back needs takeover.offsets.topic".to_string(),
+        ));
+    };
+    let interval = Duration::from_millis(flow.progress_commit_interval_ms);
+    let mut pending: HashMap<TopicPartition, Position> = HashMap::new();
+    let mut open = true;
+    while open {
+        match commits.recv().await {
+            Some((tp, pos)) => pending.insert(tp, pos),
+            None => break,
+        };
+        let gather = tokio::time::sleep(interval);
+        tokio::pin!(gather);
+        loop {
+            tokio::select! {
+                next = commits.recv() => match next {
+                    Some((tp, pos)) => { pending.insert(tp, pos); }
+                    None => { open = false; break; }
+                },
+                () = &mut gather => break,
+            }
+        }
+        match write_positions(&flow, &target, &topic, pending.iter()).await {
+            Ok(_) => pending.clear(),
+            Err(e) => {
+                tracing::warn!(%topic, error = %e, positions = pending.len(), "positions not handed back to MirrorMaker 2's offsets topic; retried with the next commit");
+            }
+        }
+    }
+    if !pending.is_empty() {
+        write_positions(&flow, &target, &topic, pending.iter()).await?;
+    }
+    Ok(())
+}
+
 /// What [`hand_back`] wrote.
 #[derive(Debug)]
 pub struct HandedBack {
@@ -262,52 +367,13 @@ pub async fn hand_back(flow: &FlowConfig, target: &Cluster) -> Result<HandedBack
         )));
     }
     let committed = progress::load(target, &progress::topic_name(&flow.source)).await?;
-    let mut entries: Vec<(Bytes, Bytes)> = committed
-        .iter()
-        .filter(|(_, (pos, _))| pos.source_next > 0)
-        .map(|(tp, (pos, _))| {
-            let key = source_offsets::key(&flow.takeover.connector, &flow.source, tp);
-            let value = source_offsets::value(pos.source_next - 1);
-            (Bytes::from(key), Bytes::from(value))
-        })
-        .collect();
-    entries.sort();
-    ensure_internal_topic(
+    let positions = write_positions(
+        flow,
         target,
         &topic,
-        OFFSETS_TOPIC_PARTITIONS,
-        flow.internal_replication_factor,
+        committed.iter().map(|(tp, (pos, _))| (tp, pos)),
     )
     .await?;
-    let meta = target.metadata(Some(std::slice::from_ref(&topic))).await?;
-    let partitions = meta
-        .iter()
-        .find(|t| *t.name == *topic && t.error_code == 0)
-        .map_or(0, |t| t.partitions.len() as i32);
-    if partitions == 0 {
-        return Err(KafkaError::Other(format!(
-            "{topic} on {}: no partitions in its metadata",
-            target.alias()
-        )));
-    }
-    let mut by_partition: HashMap<i32, Vec<(Bytes, Bytes)>> = HashMap::new();
-    for (key, value) in entries {
-        by_partition
-            .entry(partition_for(&key, partitions))
-            .or_default()
-            .push((key, value));
-    }
-    let mut positions = 0;
-    for (partition, records) in by_partition {
-        let batch = records::batch(&records, crate::now_ms());
-        append(
-            target,
-            &TopicPartition::new(topic.as_str(), partition),
-            &batch,
-        )
-        .await?;
-        positions += records.len();
-    }
     Ok(HandedBack { topic, positions })
 }
 

@@ -242,7 +242,9 @@ fn strait_takes_over_from_a_stopped_mirror_maker_2_and_hands_back() {
 /// MM2 is killed (no last commit: it commits its positions every `offset.flush.interval.ms`)
 /// while a producer runs; its Connect group keeps the dead member until its session times out.
 /// strait started with `--takeover` waits for that, takes over, and says how many records at
-/// most it copies again: nothing is missing, and the duplicates stay within that bound.
+/// most it copies again: nothing is missing, and the duplicates stay within that bound. With
+/// `takeover.handback.continuous` strait keeps MM2's offsets current, so MM2 started again
+/// after strait stops resumes there without a `strait handback`.
 #[test]
 fn after_a_killed_mirror_maker_2_strait_waits_and_repeats_only_its_uncommitted_window() {
     let [source, target] = kafka::clusters();
@@ -256,7 +258,11 @@ fn after_a_killed_mirror_maker_2_strait_waits_and_repeats_only_its_uncommitted_w
         target,
         &topic,
         // MM2 hands its target's settings to the Connect worker: it commits every 2 s.
-        &["t.offset.flush.interval.ms = 2000"],
+        &[
+            "t.offset.flush.interval.ms = 2000",
+            // strait keeps MM2's offsets current: MM2 can take the flow back at any time.
+            "takeover.handback.continuous = true",
+        ],
     );
     let (_dir, path) = config_file("mm2.properties", &file);
     let mut mm2 = Mm2::start(&file);
@@ -297,4 +303,21 @@ fn after_a_killed_mirror_maker_2_strait_waits_and_repeats_only_its_uncommitted_w
         "more duplicates than the bound strait logged ({repeated}):\n{report}"
     );
     assert!(strait.terminate().success(), "{}", strait.log_text());
+
+    // No `strait handback`: MM2 resumes where strait stopped, adding no duplicate.
+    kafka::produce(
+        source,
+        &["--topic", &topic, "--first", "4000", "--count", "500"],
+    );
+    let mut mm2 = Mm2::start(&file);
+    wait_mm2_copied(&mut mm2, target, &remote, 4500 + report.duplicates() as i64);
+    std::thread::sleep(Duration::from_secs(3));
+    mm2.stop();
+    let after = sequence::compare(
+        &kafka::values_by_partition(source, &topic),
+        &kafka::values_by_partition(target, &remote),
+    );
+    println!("after MM2 took the flow back:\n{after}");
+    assert!(after.ok(), "{after}");
+    assert_eq!(after.duplicates(), report.duplicates(), "{after}");
 }

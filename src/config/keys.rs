@@ -972,6 +972,19 @@ pub static KEYS: &[KeySpec] = &[
              takes over (`strait run --takeover`).",
     ),
     KeySpec::new(
+        "takeover.handback.continuous",
+        Flow,
+        "false",
+        flow!(takeover_handback_continuous, parse_bool),
+    )
+    .toml("takeover_handback_continuous")
+    .strait()
+    .doc(
+        "Keep MM2's offsets topic at strait's committed positions while strait runs (as \
+             `strait handback` writes them, at most once per progress commit interval), so \
+             that a rollback to MM2 needs no extra step.",
+    ),
+    KeySpec::new(
         "offset.flush.interval.ms",
         Flow,
         "5000",

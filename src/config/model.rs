@@ -290,6 +290,8 @@ pub struct Takeover {
     pub connector: String,
     /// Wait while MM2 runs the flow instead of refusing to start.
     pub wait: bool,
+    /// Keep the offsets topic at strait's committed positions while it runs.
+    pub continuous_handback: bool,
 }
 
 /// One enabled `source->target` replication flow and every knob it has.

@@ -1194,6 +1194,9 @@ impl<'a> Validator<'a> {
                     .map_or(defaults::TAKEOVER_CONNECTOR_NAME, |t| t.value.as_str()),
             ),
             wait: layers.get(|f| &f.takeover_wait).is_some_and(|w| w.value),
+            continuous_handback: layers
+                .get(|f| &f.takeover_handback_continuous)
+                .is_some_and(|c| c.value),
         };
         let offset_reset = layers
             .get(|f| &f.offset_reset)

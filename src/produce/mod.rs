@@ -178,6 +178,9 @@ pub struct Engine {
     /// Where remote topics the target no longer has are reported, for topic sync to check
     /// and create again (`Engine::report_missing_topics`); `None`: nowhere.
     missing: Option<mpsc::UnboundedSender<String>>,
+    /// Where each position goes once its progress record is durable
+    /// (`Engine::report_commits`); `None`: nowhere.
+    commits: Option<mpsc::UnboundedSender<(TopicPartition, Position)>>,
     /// When each remote topic was last reported missing: once per `REPORT_MISSING_EVERY`.
     reported: HashMap<Arc<str>, Instant>,
     /// Where the flow's series and health go (`Engine::report_to`); `None`: nowhere.
@@ -244,6 +247,7 @@ impl Engine {
             fetcher,
             progress_batch_bytes,
             missing: None,
+            commits: None,
             reported: HashMap::new(),
             telemetry: None,
             waiting_since: None,
@@ -262,6 +266,12 @@ impl Engine {
     /// refused (and paused) meanwhile, and written again once the target has the topic.
     pub fn report_missing_topics(&mut self, to: mpsc::UnboundedSender<String>) {
         self.missing = Some(to);
+    }
+
+    /// Each position committed from now on goes to `to` once its progress record is durable
+    /// (for the continuous hand-back to MirrorMaker 2, `crate::migration`).
+    pub fn report_commits(&mut self, to: mpsc::UnboundedSender<(TopicPartition, Position)>) {
+        self.commits = Some(to);
     }
 
     /// The flow's series and health are kept up to date in `metrics` and `health`, for
@@ -1078,6 +1088,9 @@ impl Engine {
             for (j, pos) in e.commits {
                 // The progress record batch is acknowledged: these positions are durable.
                 self.parts[j].committed = pos;
+                if let Some(to) = &self.commits {
+                    let _ = to.send((self.parts[j].source.clone(), pos));
+                }
             }
         }
         if data {

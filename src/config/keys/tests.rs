@@ -582,6 +582,13 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "takeover.handback.continuous",
+            "true",
+            Some("takeover_handback_continuous = true"),
+            |c, _| f0(c).takeover.continuous_handback
+        ),
+        case!(
+            Flow,
             "takeover.wait",
             "true",
             Some("takeover_wait = true"),
