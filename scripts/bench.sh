@@ -3,7 +3,7 @@
 # tuned) and with the brokers' own limits, on two local single-node clusters started once.
 #
 #   scripts/bench.sh [--runs N] [--records N] [--quick] [--out DIR] [--only LIST] [--no-latency]
-#                    [--variants LIST] [--many TOPICS:PARTITIONS:RECORDS]
+#                    [--variants LIST] [--many TOPICS:PARTITIONS:RECORDS] [--target-latency MS]
 #
 #   --runs N      repetitions of every measurement; the table shows medians (default 3)
 #   --records N   records of 1 KiB preloaded per variant (default 1048576, i.e. 1 GiB)
@@ -19,6 +19,10 @@
 #                 the first three; `many` is many low-traffic partitions, see --many)
 #   --many T:P:R  the shape of variant `many`: T topics of P partitions, R records of 200 B in
 #                 each partition, every record its own batch (default 800:10:10)
+#   --target-latency MS  a distant target: every replicator reaches the target broker through
+#                 Toxiproxy (scripts/toxiproxy.sh) adding MS ms each way (0: the proxy alone,
+#                 the baseline to compare with, since the proxy itself caps the link); the broker
+#                 advertises the proxy on a listener of its own, the measuring tools stay direct
 #
 # Steps: build strait (the static musl release binary); start the source and target brokers
 # (full JIT, 1 GiB heap); preload the source topics bench-none / bench-lz4 / bench-small (6
@@ -42,7 +46,7 @@ KAFKA="$HERE/kafka.sh"
 MM2="$HERE/mm2.sh"
 
 RUNS="" RECORDS="" QUICK=0 OUT="" ONLY="strait,strait-coalesce,mm2-default,mm2-tuned" LATENCY=1
-VARIANT_LIST="none,lz4,small" MANY="800:10:10"
+VARIANT_LIST="none,lz4,small" MANY="800:10:10" TARGET_LATENCY=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --runs) RUNS="$2"; shift 2 ;;
@@ -53,6 +57,7 @@ while [[ $# -gt 0 ]]; do
         --no-latency) LATENCY=0; shift ;;
         --variants) VARIANT_LIST="$2"; shift 2 ;;
         --many) MANY="$2"; shift 2 ;;
+        --target-latency) TARGET_LATENCY="$2"; shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -69,6 +74,10 @@ for r in "${REPLICATORS[@]}"; do
 done
 TLS=0
 [[ ",$ONLY," != *-tls,* ]] || TLS=1
+if [[ -n "$TARGET_LATENCY" ]]; then
+    [[ "$TARGET_LATENCY" =~ ^[0-9]+$ ]] || { echo "bench.sh: bad --target-latency" >&2; exit 2; }
+    ((TLS == 0)) || { echo "bench.sh: --target-latency goes without the -tls replicators" >&2; exit 2; }
+fi
 IFS=, read -r -a VARIANTS <<<"$VARIANT_LIST"
 for v in "${VARIANTS[@]}"; do
     case "$v" in none|lz4|small|many) ;; *) echo "bench.sh: unknown variant $v" >&2; exit 2 ;; esac
@@ -145,6 +154,7 @@ python3 "$HERE/bench/payloads.py" "$PAYLOADS" --size "$RECORD_SIZE"
 {
     echo "{\"kind\":\"meta\",\"runs\":$RUNS,\"records\":$RECORDS,\"record_size\":$RECORD_SIZE,"
     echo "\"partitions\":$PARTITIONS,\"quick\":$QUICK,\"nproc\":$(nproc),"
+    echo "\"target_latency_ms\":${TARGET_LATENCY:-null},"
     echo "\"clk_tck\":$CLK_TCK,\"started\":\"$(date -u +%FT%TZ)\",\"strait_rev\":\"$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)\"}"
 } | tr -d '\n' >>"$RESULTS"
 echo >>"$RESULTS"
@@ -180,11 +190,35 @@ if ((TLS)); then
 fi
 mapfile -t SOURCE_TLS_SETTINGS < <(tls_settings "$SOURCE_PORT")
 mapfile -t TARGET_TLS_SETTINGS < <(tls_settings "$TARGET_PORT")
+# With --target-latency: the target's PROXIED listener (port + 3) advertises the proxy
+# (port + 4), so that the replicators' every connection to the target crosses it.
+TARGET_FOR_REPLICATORS="$TARGET"
+if [[ -n "$TARGET_LATENCY" ]]; then
+    TARGET_FOR_REPLICATORS="127.0.0.1:$((TARGET_PORT + 4))"
+    TARGET_TLS_SETTINGS=(
+        "listeners=PLAINTEXT://127.0.0.1:$TARGET_PORT,CONTROLLER://127.0.0.1:$((TARGET_PORT + 1)),PROXIED://127.0.0.1:$((TARGET_PORT + 3))"
+        "advertised.listeners=PLAINTEXT://127.0.0.1:$TARGET_PORT,PROXIED://$TARGET_FOR_REPLICATORS"
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,PROXIED:PLAINTEXT"
+    )
+fi
 "$KAFKA" start bench-source "$SOURCE_PORT" "$WORK/source" "${BROKER_SETTINGS[@]}" \
     "${SOURCE_TLS_SETTINGS[@]}" >/dev/null &
 "$KAFKA" start bench-target "$TARGET_PORT" "$WORK/target" "${BROKER_SETTINGS[@]}" \
     "${TARGET_TLS_SETTINGS[@]}" >/dev/null &
 wait %1 && wait %2
+if [[ -n "$TARGET_LATENCY" ]]; then
+    api="127.0.0.1:$((TARGET_PORT + 5))"
+    log "starting Toxiproxy: $TARGET_FOR_REPLICATORS -> the target, $TARGET_LATENCY ms each way"
+    # The server itself, so that the clean-up's SIGKILL reaches it.
+    toxiproxy="$("$HERE/toxiproxy.sh" fetch)"
+    "$toxiproxy" -host 127.0.0.1 -port "$((TARGET_PORT + 5))" >"$OUT/logs/toxiproxy.log" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 1 600); do curl -fsS "http://$api/version" >/dev/null 2>&1 && break; sleep 0.5; done
+    curl -fsS -X POST "http://$api/proxies" -d "{\"name\":\"target\",\"listen\":\"$TARGET_FOR_REPLICATORS\",\"upstream\":\"127.0.0.1:$((TARGET_PORT + 3))\",\"enabled\":true}" >/dev/null
+    for stream in upstream downstream; do
+        curl -fsS -X POST "http://$api/proxies/target/toxics" -d "{\"name\":\"latency-$stream\",\"type\":\"latency\",\"stream\":\"$stream\",\"attributes\":{\"latency\":$TARGET_LATENCY,\"jitter\":0}}" >/dev/null
+    done
+fi
 SOURCE_PID="$(cat "$WORK/source/broker.pid")"
 TARGET_PID="$(cat "$WORK/target/broker.pid")"
 
@@ -304,7 +338,7 @@ write_config() {
             echo "ssl.truststore.location = $WORK/tls/ca.pem"
         else
             echo "$a.bootstrap.servers = $SOURCE"
-            echo "$t.bootstrap.servers = $TARGET"
+            echo "$t.bootstrap.servers = $TARGET_FOR_REPLICATORS"
         fi
         echo "$a->$t.enabled = true"
         echo "$a->$t.topics = $topic"

@@ -118,6 +118,10 @@ def table(rows):
     w(f"Runs: {meta.get('runs', '?')} (medians shown); {meta.get('records', '?'):,} records of "
       f"{size} B per variant ({meta.get('records', 0) * size / GIB:.2f} GiB of payload), "
       f"{meta.get('partitions', '?')} partitions; strait {meta.get('strait_rev', '?')}.")
+    if meta.get("target_latency_ms") is not None:
+        w("")
+        w(f"The replicators reach the target through Toxiproxy adding "
+          f"{meta['target_latency_ms']} ms each way (the tools and limits go direct).")
     w("")
     w("Stored sizes on the source: " + ", ".join(
         f"`{v}` {p['source_bytes'] / GIB:.2f} GiB" for v, p in preload.items()) + ".")
