@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::config::{Config, FlowConfig};
-use crate::kafka::log_reader::{end_offsets, read_keyed_records, read_keyed_tail, read_partition};
-use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::kafka::log_reader::{end_offsets, read_keyed_records, read_partition};
+use crate::kafka::{KafkaError, TopicPartition};
 use crate::migration;
-use crate::mm2::records::{Checkpoint, Heartbeat};
+use crate::mm2::heartbeat;
+use crate::mm2::records::Checkpoint;
 use crate::progress;
 
 /// A consumer group's position on the target, from the flow's latest checkpoint.
@@ -116,20 +117,12 @@ pub struct FlowStatus {
     pub last_heartbeat_ms: Option<i64>,
     pub last_heartbeat_age_ms: Option<i64>,
     /// Whether an instance replicates the flow now: its heartbeats keep coming (the last
-    /// within [`HEARTBEAT_SILENCE`] intervals). Any writer of the flow's heartbeats counts:
+    /// within `mm2::heartbeat::silence_ms`). Any writer of the flow's heartbeats counts:
     /// strait, or a MirrorMaker 2 running the same flow. `None` when the flow emits no
     /// heartbeats (`emit.heartbeats.enabled = false`): nothing tells.
     pub running: Option<bool>,
     pub partitions: Vec<PartitionStatus>,
 }
-
-/// Heartbeat intervals without a heartbeat after which a flow is taken as not running
-/// (beyond a 5 s allowance for a slow target).
-pub const HEARTBEAT_SILENCE: u32 = 3;
-
-/// Heartbeat records looked at, from the end of the heartbeats topic: a second's worth of
-/// many flows into one target.
-const HEARTBEAT_TAIL: i64 = 1000;
 
 /// Every flow's partitions: the source end offset, the committed position, the lag.
 pub async fn status(config: &Config) -> anyhow::Result<Vec<FlowStatus>> {
@@ -153,15 +146,12 @@ pub async fn status(config: &Config) -> anyhow::Result<Vec<FlowStatus>> {
         let ends = end_offsets(&source, |t| crate::flow::replicates(flow, t))
             .await
             .map_err(on(&flow.source))?;
-        let last_heartbeat_ms = last_heartbeat(&target, flow)
+        let last_heartbeat_ms = heartbeat::last_heard(&target, flow)
             .await
             .map_err(on(&flow.target))?;
         let now = crate::now_ms();
-        let running = flow.emit_heartbeats.enabled.then(|| {
-            let silence =
-                i64::from(HEARTBEAT_SILENCE) * flow.emit_heartbeats.interval_ms as i64 + 5_000;
-            last_heartbeat_ms.is_some_and(|t| now - t <= silence)
-        });
+        let running = heartbeat::silence_ms(flow)
+            .map(|silence| last_heartbeat_ms.is_some_and(|t| now - t <= silence));
         let mut partitions: Vec<PartitionStatus> = ends
             .into_iter()
             .map(|(tp, end)| {
@@ -204,21 +194,6 @@ pub async fn status(config: &Config) -> anyhow::Result<Vec<FlowStatus>> {
         });
     }
     Ok(out)
-}
-
-/// The timestamp of the last heartbeat of `flow` among the last records of the heartbeats
-/// topic on its target, if any.
-async fn last_heartbeat(target: &Cluster, flow: &FlowConfig) -> Result<Option<i64>, KafkaError> {
-    let tp = TopicPartition::new(flow.policy.heartbeats_topic(), 0);
-    let records = read_keyed_tail(target, &tp, HEARTBEAT_TAIL)
-        .await?
-        .unwrap_or_default();
-    Ok(records
-        .iter()
-        .filter_map(|(_, key, value)| Heartbeat::decode(key, value).ok())
-        .filter(|h| h.source_cluster_alias == flow.source && h.target_cluster_alias == flow.target)
-        .map(|h| h.timestamp)
-        .max())
 }
 
 /// An error of cluster `alias`, naming it.

@@ -34,6 +34,7 @@ use crate::kafka::groups;
 use crate::kafka::log_reader::{end_offsets, read_entries};
 use crate::kafka::partitioner::partition_for;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::mm2::heartbeat;
 use crate::mm2::records;
 use crate::mm2::source_offsets;
 use crate::mm2::topic_sync::ensure_internal_topic;
@@ -336,6 +337,36 @@ pub async fn keep_handing_back(
     Ok(())
 }
 
+/// Returns once the flow's heartbeats have stopped (at once when the last is older than
+/// [`heartbeat::silence_ms`]): strait still running would commit positions past the ones
+/// handed back, and MM2 would copy those records again. Heartbeats that keep coming for
+/// twice that window are an error. A flow without heartbeats cannot tell.
+async fn wait_for_silence(flow: &FlowConfig, target: &Cluster) -> Result<(), KafkaError> {
+    let Some(silence) = heartbeat::silence_ms(flow) else {
+        return Ok(());
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(2 * silence as u64);
+    loop {
+        let age = heartbeat::last_heard(target, flow)
+            .await?
+            .map(|t| crate::now_ms() - t);
+        match age {
+            Some(age) if age <= silence => {}
+            _ => return Ok(()),
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(KafkaError::Other(format!(
+                "the flow still runs: its heartbeats on {} keep coming (the last {} ms ago); \
+                 stop strait before handing back, or it commits positions past the ones MM2 \
+                 would resume from",
+                target.alias(),
+                age.unwrap_or_default()
+            )));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// What [`hand_back`] wrote.
 #[derive(Debug)]
 pub struct HandedBack {
@@ -345,9 +376,10 @@ pub struct HandedBack {
 
 /// Writes the committed positions of `flow` into MM2's offsets topic on its target (created
 /// as Connect creates it if MM2 never ran there), so that MM2 started on the same file
-/// resumes where strait stopped. strait must be stopped first (what it replicates after its
-/// last commit, MM2 copies again); a running MM2 is refused, since it reads the topic only
-/// when it starts and overwrites the positions at its next commit.
+/// resumes where strait stopped. strait must be stopped first: while the flow's heartbeats
+/// keep coming it is refused (what strait replicated after the hand-back, MM2 would copy
+/// again); so is a running MM2, which reads the topic only when it starts and overwrites
+/// the positions at its next commit.
 pub async fn hand_back(flow: &FlowConfig, target: &Cluster) -> Result<HandedBack, KafkaError> {
     let Some(topic) = flow.takeover.offsets_topic.clone() else {
         return Err(KafkaError::Other(
@@ -366,6 +398,7 @@ pub async fn hand_back(flow: &FlowConfig, target: &Cluster) -> Result<HandedBack
             members.join(", ")
         )));
     }
+    wait_for_silence(flow, target).await?;
     let committed = progress::load(target, &progress::topic_name(&flow.source)).await?;
     let positions = write_positions(
         flow,

@@ -187,6 +187,13 @@ fn strait_takes_over_from_a_stopped_mirror_maker_2_and_hands_back() {
         assert_eq!(row["origin"], "strait", "{row}");
         assert!(row["taken_over_at"].as_i64().is_some(), "{row}");
     }
+    // No hand-back while strait runs: it would commit past what MM2 resumes from.
+    let (code, out) = run_cli(&["handback", arg(&path)]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("the flow still runs: its heartbeats on t keep coming"),
+        "{out}"
+    );
     assert!(strait.terminate().success(), "{}", strait.log_text());
     let synced = kafka::committed_offsets(target, &group);
     for (t, p, o) in &synced {

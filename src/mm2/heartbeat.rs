@@ -9,10 +9,43 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::records::{self, Heartbeat};
+use crate::config::FlowConfig;
 use crate::kafka::appender::append;
+use crate::kafka::log_reader::read_keyed_tail;
 use crate::kafka::{Cluster, KafkaError, TopicPartition};
 use crate::mm2::topic_sync::await_internal_topic;
 use crate::now_ms;
+
+/// Heartbeat intervals without a heartbeat after which a flow is taken as not running
+/// (beyond a 5 s allowance for a slow target).
+const SILENCE_INTERVALS: i64 = 3;
+
+/// Heartbeat records looked at, from the end of the heartbeats topic: a second's worth of
+/// many flows into one target.
+const TAIL: i64 = 1000;
+
+/// How long the heartbeats of `flow` may be silent while something still replicates it, in
+/// milliseconds; `None` when the flow emits none (`emit.heartbeats.enabled = false`).
+pub fn silence_ms(flow: &FlowConfig) -> Option<i64> {
+    flow.emit_heartbeats
+        .enabled
+        .then(|| SILENCE_INTERVALS * flow.emit_heartbeats.interval_ms as i64 + 5_000)
+}
+
+/// The timestamp of the last heartbeat of `flow` among the last records of the heartbeats
+/// topic on its target, if any: whoever wrote it (strait, or an MM2 on the same flow).
+pub async fn last_heard(target: &Cluster, flow: &FlowConfig) -> Result<Option<i64>, KafkaError> {
+    let tp = TopicPartition::new(flow.policy.heartbeats_topic(), 0);
+    let records = read_keyed_tail(target, &tp, TAIL)
+        .await?
+        .unwrap_or_default();
+    Ok(records
+        .iter()
+        .filter_map(|(_, key, value)| Heartbeat::decode(key, value).ok())
+        .filter(|h| h.source_cluster_alias == flow.source && h.target_cluster_alias == flow.target)
+        .map(|h| h.timestamp)
+        .max())
+}
 
 /// Where and how often one flow's heartbeats are written.
 #[derive(Debug, Clone)]
