@@ -4,6 +4,7 @@
 #
 #   scripts/bench.sh [--runs N] [--records N] [--quick] [--out DIR] [--only LIST] [--no-latency]
 #                    [--variants LIST] [--many TOPICS:PARTITIONS:RECORDS] [--target-latency MS]
+#                    [--strait-set 'KEY = VALUE']...
 #
 #   --runs N      repetitions of every measurement; the table shows medians (default 3)
 #   --records N   records of 1 KiB preloaded per variant (default 1048576, i.e. 1 GiB)
@@ -19,6 +20,8 @@
 #                 the first three; `many` is many low-traffic partitions, see --many)
 #   --many T:P:R  the shape of variant `many`: T topics of P partitions, R records of 200 B in
 #                 each partition, every record its own batch (default 800:10:10)
+#   --strait-set 'KEY = VALUE'  one more line in every strait config (repeatable): a setting to
+#                 measure, e.g. 'produce.max.in.flight = 32'
 #   --target-latency MS  a distant target: every replicator reaches the target broker through
 #                 Toxiproxy (scripts/toxiproxy.sh) adding MS ms each way (0: the proxy alone,
 #                 the baseline to compare with, since the proxy itself caps the link); the broker
@@ -46,7 +49,7 @@ KAFKA="$HERE/kafka.sh"
 MM2="$HERE/mm2.sh"
 
 RUNS="" RECORDS="" QUICK=0 OUT="" ONLY="strait,strait-coalesce,mm2-default,mm2-tuned" LATENCY=1
-VARIANT_LIST="none,lz4,small" MANY="800:10:10" TARGET_LATENCY=""
+VARIANT_LIST="none,lz4,small" MANY="800:10:10" TARGET_LATENCY="" STRAIT_SET=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --runs) RUNS="$2"; shift 2 ;;
@@ -58,6 +61,7 @@ while [[ $# -gt 0 ]]; do
         --variants) VARIANT_LIST="$2"; shift 2 ;;
         --many) MANY="$2"; shift 2 ;;
         --target-latency) TARGET_LATENCY="$2"; shift 2 ;;
+        --strait-set) STRAIT_SET+=("$2"); shift 2 ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "bench.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
     esac
@@ -346,6 +350,8 @@ write_config() {
         if [[ "$r" == strait* ]]; then
             echo "internal.topic.replication.factor = 1"
             [[ "$r" != strait-coalesce ]] || echo "produce.coalesce.bytes = 262144"
+            local line
+            for line in "${STRAIT_SET[@]}"; do echo "$line"; done
             return 0
         fi
         echo "checkpoints.topic.replication.factor = 1"

@@ -1185,7 +1185,13 @@ pub static KEYS: &[KeySpec] = &[
     )
     .toml("produce_max_in_flight")
     .strait()
-    .doc("Produce requests in flight per target partition, 1 to 5."),
+    .doc(
+        "Produce requests in flight per target partition (and at least per target broker), \
+             1 to 64. Up to 5 a resend is never written twice (the broker remembers a \
+             producer's last 5 batches); past 5 a connection lost with more in flight can \
+             write them twice. A distant target wants more: about round trip × rate ÷ \
+             (batch size × partitions per broker).",
+    ),
     KeySpec::new(
         "producer.max.in.flight.requests.per.connection",
         Flow,

@@ -363,8 +363,8 @@ pub struct FlowConfig {
     pub fetch_partition_max_bytes: i32,
     /// Fetch request `max_wait_ms`, in milliseconds. Default 500.
     pub fetch_max_wait_ms: i32,
-    /// Produce requests in flight per target partition, 1..=5 (idempotence keeps order up to
-    /// 5). Default 5.
+    /// Produce requests in flight per target partition, 1..=64 (idempotence keeps order at
+    /// any depth; past 5 a resend after a lost connection can be written twice). Default 5.
     pub produce_max_in_flight: usize,
     /// How long to wait for more batches before sending a Produce request, in milliseconds.
     /// Default 0.

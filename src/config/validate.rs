@@ -104,6 +104,10 @@ fn check_host_port(s: &str) -> Result<(), String> {
 }
 
 /// The login module of both SCRAM mechanisms.
+/// The most Produce requests a partition may have in flight (`produce.max.in.flight`):
+/// past 5, more than the broker remembers to recognise a resend (see the key's doc).
+const MAX_IN_FLIGHT: i64 = 64;
+
 const SCRAM_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 const OAUTH_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
 /// The login callback handlers whose work strait does for OAUTHBEARER (the second is the name
@@ -1282,7 +1286,7 @@ impl<'a> Validator<'a> {
             &path("produce_max_in_flight"),
             defaults::PRODUCE_MAX_IN_FLIGHT as i64,
             1,
-            5,
+            MAX_IN_FLIGHT,
         )? as usize;
         let produce_linger_ms = self.int(
             layers.get(|f| &f.produce_linger_ms),
@@ -1469,7 +1473,7 @@ mod tests {
                 "internal.topic.replication.factor",
             ),
             ("tasks.max = 0", "tasks.max"),
-            ("produce.max.in.flight = 6", "produce.max.in.flight"),
+            ("produce.max.in.flight = 65", "produce.max.in.flight"),
             (
                 "producer.max.in.flight.requests.per.connection = 0",
                 "producer.max.in.flight.requests.per.connection",

@@ -4,9 +4,12 @@
 //!   CRC is recomputed (`RawBatch::stamp`); records bytes are never touched nor copied;
 //! * a Produce request carries at most one batch per partition (Produce v3+ rule) and as
 //!   many partitions of one leader as fit; `acks=all`;
-//! * at most `max_in_flight` (≤ 5) batches per partition are unacknowledged, which keeps
-//!   order under idempotence; a failed batch and every later one are resent with the same
-//!   sequences once the partition's outstanding requests are back;
+//! * at most `max_in_flight` (default 5) batches per partition are unacknowledged, and as
+//!   many requests per broker, sent as soon as batches wait (a backlog fills the window at
+//!   once); idempotence keeps order; a failed batch and every later one are resent with the
+//!   same sequences once the partition's outstanding requests are back (past 5 in flight
+//!   the broker may no longer recognise a resend it already has: the producer is then
+//!   re-registered and those batches written again);
 //! * a batch the target refuses for good stops its partition alone, and the fetcher stops
 //!   reading it; leaders unknown or moved are looked up in the background;
 //! * a partition the target keeps refusing (`partition::PAUSE_AFTER`) lets go of its batches
@@ -57,7 +60,8 @@ use partition::{Entry, Outcome, Partition, Resend, Reset};
 /// Produce knobs, from the flow's configuration.
 #[derive(Debug, Clone)]
 pub struct ProduceConfig {
-    /// Unacknowledged batches per partition, 1..=5.
+    /// Unacknowledged batches per partition (`produce.max.in.flight`, 1..=64; past 5 a resend
+    /// after a lost connection can duplicate what was in flight).
     pub max_in_flight: usize,
     /// Soft limit of one Produce request (a single larger batch still goes alone).
     pub max_request_bytes: usize,
@@ -198,9 +202,6 @@ const REPORT_MISSING_EVERY: Duration = Duration::from_secs(2);
 /// `produce.coalesce.bytes` merges batches of at most this fraction of it: re-framing the
 /// records of a batch already near the target size costs more than the batch does.
 const COALESCE_SMALL: usize = 16;
-
-/// Requests in flight per target broker (the Java producer's max.in.flight per connection).
-const BROKER_IN_FLIGHT: usize = 5;
 
 /// Fetch events taken in at most before the engine sends what they brought.
 const BURST: usize = 4096;
@@ -627,8 +628,18 @@ impl Engine {
         }
     }
 
-    /// Builds and sends one request per target broker that has room, as long as batches
-    /// wait; dials, in the background, the brokers it has no connection to.
+    /// Requests in flight per target broker: at least 5 (the Java producer's
+    /// `max.in.flight.requests.per.connection`), and as many as batches per partition, since a
+    /// request carries one batch of each partition: fewer would cap every partition's window.
+    fn broker_in_flight(&self) -> usize {
+        self.config.max_in_flight.max(5)
+    }
+
+    /// Builds and sends requests to every target broker, as long as it has room and batches
+    /// wait: a backlog fills the window at once, not one request per event (over a long
+    /// round trip the events are the answers, and one request per answer would keep the
+    /// window as small as it started). Dials, in the background, the brokers it has no
+    /// connection to.
     fn pump(&mut self) {
         if self.reset_pending {
             return;
@@ -651,18 +662,23 @@ impl Engine {
         leaders.sort_unstable();
         leaders.dedup();
         for broker in leaders {
-            if self.broker_inflight.get(&broker).copied().unwrap_or(0) >= BROKER_IN_FLIGHT {
-                continue;
-            }
             if self.throttled_until.get(&broker).is_some_and(|t| *t > now) {
                 continue;
             }
-            match self.conns.get(&broker).filter(|c| c.is_usable()) {
-                Some(c) => {
-                    let conn = c.clone();
-                    self.send_to(broker, conn, now);
+            while self.broker_inflight.get(&broker).copied().unwrap_or(0) < self.broker_in_flight()
+            {
+                match self.conns.get(&broker).filter(|c| c.is_usable()) {
+                    Some(c) => {
+                        let conn = c.clone();
+                        if !self.send_to(broker, conn, now) {
+                            break;
+                        }
+                    }
+                    None => {
+                        self.dial(broker, now);
+                        break;
+                    }
                 }
-                None => self.dial(broker, now),
             }
         }
     }
@@ -714,7 +730,9 @@ impl Engine {
         }
     }
 
-    fn send_to(&mut self, broker: i32, conn: Connection, now: Instant) {
+    /// Sends `broker` one request with what its partitions can take now; whether one went
+    /// out (false: nothing to send, or the connection failed).
+    fn send_to(&mut self, broker: i32, conn: Connection, now: Instant) -> bool {
         let (pid, epoch) = self.producer;
         let mut topics: Vec<TopicData> = Vec::new();
         let mut topic_index = HashMap::new();
@@ -778,7 +796,7 @@ impl Engine {
             }
         }
         if sent.is_empty() {
-            return;
+            return false;
         }
         let ids: Vec<(uuid::Uuid, Arc<str>)> = topics
             .iter()
@@ -799,6 +817,7 @@ impl Engine {
                         result: inflight.response().await,
                     })
                 });
+                true
             }
             Err(e) => {
                 let result = Err(e);
@@ -808,6 +827,7 @@ impl Engine {
                     ids,
                     result,
                 });
+                false
             }
         }
     }

@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use super::*;
 use crate::batch::{decode_uncompressed, encode_batch, OwnRecord};
 use crate::fetch::Fetched;
-use crate::kafka::fake_broker::{FakeBroker, Received, Reply};
+use crate::kafka::fake_broker::{FakeBroker, Received, Reply, HOLD_LIMIT};
 use crate::mm2::offset_sync;
 
 const PROGRESS: &str = "progress";
@@ -1329,6 +1329,65 @@ async fn chunks_that_arrive_together_go_in_one_produce_request() {
         carrying_data(&broker) - before,
         1,
         "one request for the burst"
+    );
+    running.stop().await;
+}
+
+/// A backlog fills the window at once: every request the broker has room for goes out
+/// before an answer comes back. Over a long round trip the answers are the only events, and
+/// one request per event (or per 50 ms wake-up) kept the window far below
+/// `produce.max.in.flight`. Here the first answer waits for the window's last request: sent
+/// in one go it is there at once; one request per wake-up would take 31 of them (1.5 s).
+#[tokio::test]
+async fn a_backlog_fills_the_window_without_waiting_for_answers() {
+    const WINDOW: usize = 32;
+    let t: Arc<Mutex<Option<Topic>>> = Arc::default();
+    let topic = t.clone();
+    let mut data_requests = 0;
+    let broker = FakeBroker::start(1, &[("t", 1), (PROGRESS, 1)], move |r| {
+        let Some(t) = topic.lock().unwrap().clone() else {
+            return Reply::Default;
+        };
+        if produced(r, &t).is_empty() {
+            return Reply::Default;
+        }
+        data_requests += 1;
+        if data_requests != 2 {
+            return Reply::Default;
+        }
+        // The backlog's first request is answered once its last one is on its way.
+        let Reply::Answer(ok) = answer(r, &t, 0, 0) else {
+            unreachable!("a Produce request is answered");
+        };
+        Reply::AnswerAfter(ok, Box::new(move |r| produced(r, &t) == [WINDOW as i32]))
+    })
+    .await;
+    let target = target(&broker, Duration::from_secs(5));
+    *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
+    // No commit ticks to wake the engine.
+    let deep = ProduceConfig {
+        max_in_flight: WINDOW,
+        commit_interval: Duration::from_secs(600),
+        ..config()
+    };
+    let running = Running::start(target, deep, &[("s", "t")]).await;
+    // The first batch confirms the partition: more may then be in flight.
+    running.fetched("s", vec![batch(0, 1)], 1).await;
+    until(|| running.position("s") == 1).await;
+    // One chunk (one event) of batches of 1 to WINDOW records.
+    let mut next = 1;
+    let backlog: Vec<RawBatch> = (1..=WINDOW)
+        .map(|records| {
+            let b = batch(next, records);
+            next += records as i64;
+            b
+        })
+        .collect();
+    running.fetched("s", backlog, next).await;
+    let took = within(HOLD_LIMIT, || running.position("s") == next).await;
+    assert!(
+        took < Duration::from_secs(1),
+        "the window was not filled at once: the backlog took {took:?}"
     );
     running.stop().await;
 }
