@@ -1,7 +1,8 @@
 //! Switching a flow from MirrorMaker 2 to strait, and back, without a re-copy.
 //!
 //! MM2 in dedicated mode runs flow `A->B` in the Kafka Connect worker group `A-mm2` on `B`
-//! and keeps each source partition's position in Connect's offsets topic there
+//! (`takeover.group`) and keeps each source partition's position in Connect's offsets topic
+//! there
 //! (`mm2-offsets.A.internal` by default, `takeover.offsets.topic`; the format is
 //! [`crate::mm2::source_offsets`]'s), committed every `offset.flush.interval.ms` (60 s by
 //! default) and at a clean stop. MM2's offset syncs, checkpoints and heartbeats are the
@@ -52,16 +53,20 @@ const WAIT_POLL: Duration = Duration::from_secs(2);
 /// Connect's default `offset.storage.partitions`.
 const OFFSETS_TOPIC_PARTITIONS: i32 = 25;
 
-/// The Connect worker group MM2 in dedicated mode runs `flow` in, on its target.
-pub fn mm2_group(flow: &FlowConfig) -> String {
-    format!("{}-mm2", flow.source)
+/// The Connect group MM2 runs `flow` in, on its target (`takeover.group`; empty: none).
+fn mm2_group(flow: &FlowConfig) -> &str {
+    flow.takeover.group.as_deref().unwrap_or_default()
 }
 
 /// The members of MM2's group for `flow` (`client id@host`); empty when MM2 does not run
-/// the flow, or the group cannot be described in time (which is logged at DEBUG).
+/// the flow, no group is configured, or the group cannot be described in time (which is
+/// logged at DEBUG).
 async fn mm2_members(flow: &FlowConfig, target: &Cluster) -> Vec<String> {
     let group = mm2_group(flow);
-    let described = tokio::time::timeout(DESCRIBE_TIMEOUT, groups::describe(target, &group))
+    if group.is_empty() {
+        return Vec::new();
+    }
+    let described = tokio::time::timeout(DESCRIBE_TIMEOUT, groups::describe(target, group))
         .await
         .unwrap_or_else(|_| Err(KafkaError::Other("no answer in time".to_string())));
     match described {

@@ -959,6 +959,20 @@ pub static KEYS: &[KeySpec] = &[
              `<source>-><target>.MirrorSourceConnector` under Strimzi.",
     ),
     KeySpec::new(
+        "takeover.group",
+        Flow,
+        "<source>-mm2",
+        flow!(takeover_group, parse_string),
+    )
+    .toml("takeover_group")
+    .strait()
+    .doc(
+        "The Kafka Connect group on the target MM2 runs the flow in: while it has members \
+             strait does not start the flow (see `takeover.wait`) and `strait handback` \
+             refuses. `<source>-mm2` in dedicated mode; under Strimzi the resource's \
+             `group.id`. Empty: no check.",
+    ),
+    KeySpec::new(
         "takeover.wait",
         Flow,
         "false",

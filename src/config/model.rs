@@ -288,6 +288,8 @@ pub struct Takeover {
     pub offsets_topic: Option<String>,
     /// The connector name the positions are keyed under.
     pub connector: String,
+    /// The Connect group MM2 runs the flow in, on the target; `None` (set empty): no check.
+    pub group: Option<String>,
     /// Wait while MM2 runs the flow instead of refusing to start.
     pub wait: bool,
     /// Keep the offsets topic at strait's committed positions while it runs.
@@ -560,6 +562,8 @@ pub mod defaults {
     pub const FENCING_TRANSACTIONAL_ID: &str = "strait-<source>-><target>-<topics>";
     /// `takeover.offsets.topic`: MM2's offsets topic in dedicated mode.
     pub const TAKEOVER_OFFSETS_TOPIC: &str = "mm2-offsets.<source>.internal";
+    /// `takeover.group`: MM2's Connect group in dedicated mode.
+    pub const TAKEOVER_GROUP: &str = "<source>-mm2";
     /// `takeover.connector.name`: MM2's source connector in dedicated mode.
     pub const TAKEOVER_CONNECTOR_NAME: &str = "MirrorSourceConnector";
     /// `tasks.max` (Connect's default).

@@ -165,6 +165,7 @@ pub(crate) struct RawFlow {
     pub takeover_offsets_topic: Option<Sourced<String>>,
     pub takeover_connector_name: Option<Sourced<String>>,
     pub takeover_wait: Option<Sourced<bool>>,
+    pub takeover_group: Option<Sourced<String>>,
     pub takeover_handback_continuous: Option<Sourced<bool>>,
     pub offset_reset: Option<Sourced<OffsetReset>>,
     pub metrics_aggregation: Option<Sourced<MetricsAggregation>>,

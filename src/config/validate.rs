@@ -1197,6 +1197,12 @@ impl<'a> Validator<'a> {
                     .get(|f| &f.takeover_connector_name)
                     .map_or(defaults::TAKEOVER_CONNECTOR_NAME, |t| t.value.as_str()),
             ),
+            group: Some(aliases(
+                layers
+                    .get(|f| &f.takeover_group)
+                    .map_or(defaults::TAKEOVER_GROUP, |g| g.value.as_str()),
+            ))
+            .filter(|g| !g.is_empty()),
             wait: layers.get(|f| &f.takeover_wait).is_some_and(|w| w.value),
             continuous_handback: layers
                 .get(|f| &f.takeover_handback_continuous)

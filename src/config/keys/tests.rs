@@ -589,6 +589,13 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "takeover.group",
+            "mirrormaker2-cluster",
+            Some("takeover_group = \"mirrormaker2-cluster\""),
+            |c, _| f0(c).takeover.group.as_deref() == Some("mirrormaker2-cluster")
+        ),
+        case!(
+            Flow,
             "takeover.wait",
             "true",
             Some("takeover_wait = true"),
