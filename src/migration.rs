@@ -2,8 +2,7 @@
 //!
 //! MM2 in dedicated mode runs flow `A->B` in the Kafka Connect worker group `A-mm2` on `B`
 //! (`takeover.group`) and keeps each source partition's position in Connect's offsets topic
-//! there
-//! (`mm2-offsets.A.internal` by default, `takeover.offsets.topic`; the format is
+//! there (`mm2-offsets.A.internal` by default, `takeover.offsets.topic`; the format is
 //! [`crate::mm2::source_offsets`]'s), committed every `offset.flush.interval.ms` (60 s by
 //! default) and at a clean stop. MM2's offset syncs, checkpoints and heartbeats are the
 //! topics strait writes too.
@@ -240,13 +239,49 @@ pub async fn report_repeats(
     );
 }
 
-/// Writes `positions` into MM2's offsets topic `topic` on `target` (created as Connect
-/// creates it if missing) in MM2's bytes, each to the partition Connect's producer picks for
-/// its key. Positions with nothing replicated yet are left out. Returns how many it wrote.
-async fn write_positions<'p>(
+/// The partition count of MM2's offsets topic `topic` on `target`, creating it as Connect
+/// would if it is missing. An existing topic is left as it is, whatever its count: Connect
+/// put each key in the partition that count gives, and growing it would send the positions
+/// written next to other partitions than the ones MM2's older positions are in.
+async fn offsets_partitions(
     flow: &FlowConfig,
     target: &Cluster,
     topic: &str,
+) -> Result<i32, KafkaError> {
+    let count = || async {
+        let meta = target.metadata(Some(&[topic.to_string()])).await?;
+        Ok::<_, KafkaError>(
+            meta.iter()
+                .find(|t| *t.name == *topic && t.error_code == 0)
+                .map(|t| t.partitions.len() as i32)
+                .filter(|&n| n > 0),
+        )
+    };
+    if let Some(n) = count().await? {
+        return Ok(n);
+    }
+    ensure_internal_topic(
+        target,
+        topic,
+        OFFSETS_TOPIC_PARTITIONS,
+        flow.internal_replication_factor,
+    )
+    .await?;
+    count().await?.ok_or_else(|| {
+        KafkaError::Other(format!(
+            "{topic} on {}: no partitions in its metadata",
+            target.alias()
+        ))
+    })
+}
+
+/// Writes `positions` into MM2's offsets topic `topic` of `partitions` on `target` in MM2's
+/// bytes, each to the partition Connect's producer picks for its key. Positions with
+/// nothing replicated yet are left out. Returns how many it wrote.
+async fn write_positions<'p>(
+    flow: &FlowConfig,
+    target: &Cluster,
+    (topic, partitions): (&str, i32),
     positions: impl Iterator<Item = (&'p TopicPartition, &'p Position)>,
 ) -> Result<usize, KafkaError> {
     let mut entries: Vec<(Bytes, Bytes)> = positions
@@ -261,24 +296,6 @@ async fn write_positions<'p>(
         return Ok(0);
     }
     entries.sort();
-    ensure_internal_topic(
-        target,
-        topic,
-        OFFSETS_TOPIC_PARTITIONS,
-        flow.internal_replication_factor,
-    )
-    .await?;
-    let meta = target.metadata(Some(&[topic.to_string()])).await?;
-    let partitions = meta
-        .iter()
-        .find(|t| *t.name == *topic && t.error_code == 0)
-        .map_or(0, |t| t.partitions.len() as i32);
-    if partitions == 0 {
-        return Err(KafkaError::Other(format!(
-            "{topic} on {}: no partitions in its metadata",
-            target.alias()
-        )));
-    }
     let mut by_partition: HashMap<i32, Vec<(Bytes, Bytes)>> = HashMap::new();
     for (key, value) in entries {
         by_partition
@@ -298,8 +315,9 @@ async fn write_positions<'p>(
 /// The continuous hand-back (`takeover.handback.continuous`): writes the positions the
 /// engine reports durable (`commits`) into MM2's offsets topic, what arrived within a
 /// progress commit interval at a time, until the engine is gone and the last ones are
-/// written. A failed write is a warning, and its positions go with the next one:
-/// replication does not wait on MM2's topic.
+/// written. The topic's partition count is looked up once (again after a failed write). A
+/// failed write is a warning, and its positions go with the next one: replication does not
+/// wait on MM2's topic.
 pub async fn keep_handing_back(
     flow: FlowConfig,
     target: Arc<Cluster>,
@@ -311,6 +329,7 @@ pub async fn keep_handing_back(
         ));
     };
     let interval = Duration::from_millis(flow.progress_commit_interval_ms);
+    let mut partitions = None;
     let mut pending: HashMap<TopicPartition, Position> = HashMap::new();
     let mut open = true;
     while open {
@@ -329,15 +348,24 @@ pub async fn keep_handing_back(
                 () = &mut gather => break,
             }
         }
-        match write_positions(&flow, &target, &topic, pending.iter()).await {
+        let written = async {
+            let n = match partitions {
+                Some(n) => n,
+                None => *partitions.insert(offsets_partitions(&flow, &target, &topic).await?),
+            };
+            write_positions(&flow, &target, (&topic, n), pending.iter()).await
+        };
+        match written.await {
             Ok(_) => pending.clear(),
             Err(e) => {
+                partitions = None;
                 tracing::warn!(%topic, error = %e, positions = pending.len(), "positions not handed back to MirrorMaker 2's offsets topic; retried with the next commit");
             }
         }
     }
     if !pending.is_empty() {
-        write_positions(&flow, &target, &topic, pending.iter()).await?;
+        let n = offsets_partitions(&flow, &target, &topic).await?;
+        write_positions(&flow, &target, (&topic, n), pending.iter()).await?;
     }
     Ok(())
 }
@@ -405,10 +433,11 @@ pub async fn hand_back(flow: &FlowConfig, target: &Cluster) -> Result<HandedBack
     }
     wait_for_silence(flow, target).await?;
     let committed = progress::load(target, &progress::topic_name(&flow.source)).await?;
+    let partitions = offsets_partitions(flow, target, &topic).await?;
     let positions = write_positions(
         flow,
         target,
-        &topic,
+        (&topic, partitions),
         committed.iter().map(|(tp, (pos, _))| (tp, pos)),
     )
     .await?;

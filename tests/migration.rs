@@ -272,6 +272,10 @@ fn after_a_killed_mirror_maker_2_strait_waits_and_repeats_only_its_uncommitted_w
         ],
     );
     let (_dir, path) = config_file("mm2.properties", &file);
+    // MM2's offsets topic with fewer partitions than Connect's default 25 (as
+    // offset.storage.partitions may set it): the hand-back writes into it as it is.
+    let offsets = "mm2-offsets.k.internal";
+    kafka::create_topic(target, offsets, 5, &[("cleanup.policy", "compact")]);
     let mut mm2 = Mm2::start(&file);
     let producer = produce_in_background(source, &topic, 0, 4000, 400);
     wait_mm2_copied(&mut mm2, target, &remote, 1500);
@@ -327,4 +331,9 @@ fn after_a_killed_mirror_maker_2_strait_waits_and_repeats_only_its_uncommitted_w
     println!("after MM2 took the flow back:\n{after}");
     assert!(after.ok(), "{after}");
     assert_eq!(after.duplicates(), report.duplicates(), "{after}");
+    assert_eq!(
+        kafka::end_offsets(target, offsets).len(),
+        5,
+        "{offsets} kept its partitions"
+    );
 }
