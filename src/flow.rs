@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{ClusterConfig, Config, FlowConfig, Location};
 use crate::fetch::{FetchConfig, Fetcher};
+use crate::group::{self, assignor, Change, GroupConfig};
 use crate::kafka::admin::{topic_configs, TopicSpec};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::tls::Tls;
@@ -29,7 +30,7 @@ use crate::mm2::topic_sync::{
     recreate_remote_topics, replicable_configs,
 };
 use crate::offset_map::{Lineage, OffsetMap, Position, Translations};
-use crate::produce::{Command, Engine, ProduceConfig, Route, Stats};
+use crate::produce::{Command, Engine, ProduceConfig, Release, Route, Stats};
 use crate::progress;
 use crate::telemetry::{FlowHealth, FlowMetrics, Telemetry};
 
@@ -337,6 +338,102 @@ struct Running {
     /// Told when a task ends.
     health: Arc<FlowHealth>,
     progress_topic: String,
+    /// Where the offset syncs go: read again for partitions that come from another process.
+    syncs_at: (Arc<Cluster>, String),
+    /// The flow's scale-out group membership; `None`: this process replicates it all.
+    membership: Option<Membership>,
+    /// The source topic ids the discoveries found.
+    topic_ids: HashMap<String, uuid::Uuid>,
+}
+
+/// This process's place in the flow's scale-out group (`crate::group`): the slots it owns
+/// and the member task that follows the group.
+struct Membership {
+    slots: u32,
+    owned: BTreeSet<u32>,
+    /// Partitions handed to another process: routed again, the engine starts fetching them
+    /// (under a new assignment generation), not the flow.
+    handed: HashSet<TopicPartition>,
+    tasks: Tasks,
+    shutdown: CancellationToken,
+}
+
+impl Membership {
+    /// Joins the group; what it changes comes through the receiver. The engine writes
+    /// only while the member's lease holds.
+    fn start(
+        flow: &FlowConfig,
+        target: &Cluster,
+        engine: &mut Engine,
+    ) -> (Membership, mpsc::UnboundedReceiver<Change>) {
+        let scale = &flow.scale_out;
+        let session_timeout = Duration::from_millis(scale.session_timeout_ms);
+        // Time to hand slots over (a drain) before the coordinator gives up on a member.
+        let rebalance_timeout =
+            Duration::from_millis(flow.shutdown_drain_timeout_ms) + session_timeout;
+        let config = GroupConfig {
+            group: scale.group.clone(),
+            instance_id: scale.instance_id.clone(),
+            session_timeout,
+            rebalance_timeout,
+            slots: scale.slots,
+            fingerprint: assignor::fingerprint(&[
+                ("slots", scale.slots.to_string()),
+                ("topics", flow.topics.fingerprint()),
+                ("remote", flow.policy.format_remote_topic(&flow.source, "t")),
+                ("target", flow.target.clone()),
+            ]),
+        };
+        // A JoinGroup waits at the coordinator until every member joined.
+        let cluster = Arc::new(
+            target.sibling().with_timeout(
+                target
+                    .timeout()
+                    .max(rebalance_timeout + Duration::from_secs(5)),
+            ),
+        );
+        let (changes_tx, changes) = mpsc::unbounded_channel();
+        let shutdown = CancellationToken::new();
+        let lease = Arc::new(group::Lease::default());
+        engine.hold_by(lease.clone());
+        let mut tasks = Tasks::default();
+        tasks.spawn(
+            "scale-out group member",
+            group::run(cluster, config, lease, changes_tx, shutdown.clone()),
+        );
+        let membership = Membership {
+            slots: scale.slots,
+            owned: BTreeSet::new(),
+            handed: HashSet::new(),
+            tasks,
+            shutdown,
+        };
+        (membership, changes)
+    }
+
+    fn owns(&self, tp: &TopicPartition) -> bool {
+        self.owned
+            .contains(&assignor::slot_of(&tp.topic, tp.partition, self.slots))
+    }
+}
+
+/// Whether this process replicates `tp`: all of the flow alone, its slots' in a group.
+fn mine(membership: &Option<Membership>, tp: &TopicPartition) -> bool {
+    membership.as_ref().is_none_or(|m| m.owns(tp))
+}
+
+/// The committed positions in `topic` on `target`, and whether the topic is still to be
+/// created (nothing committed yet).
+async fn committed(
+    target: &Cluster,
+    topic: &str,
+) -> Result<(HashMap<TopicPartition, (Position, Lineage)>, bool), KafkaError> {
+    let found = target.metadata(Some(&[topic.to_string()])).await?;
+    if found.iter().any(|t| t.name == topic && t.error_code == 0) {
+        Ok((progress::load(target, topic).await?, false))
+    } else {
+        Ok((HashMap::new(), true))
+    }
 }
 
 /// The flow's MM2 side tasks (heartbeats; checkpoints with consumer-group offset sync), and
@@ -404,6 +501,8 @@ struct Started {
     missing: mpsc::UnboundedReceiver<String>,
     /// Config reloads.
     updates: watch::Receiver<Config>,
+    /// What the scale-out group changes, in one.
+    changes: Option<mpsc::UnboundedReceiver<Change>>,
 }
 
 /// Restores the flow's state and starts its engines and background tasks. Also returns
@@ -426,7 +525,12 @@ async fn start(
         commit_interval: Duration::from_millis(flow.progress_commit_interval_ms),
         drain_timeout: Duration::from_millis(flow.shutdown_drain_timeout_ms),
         coalesce_bytes: flow.produce_coalesce_bytes,
-        transactional_id: flow.fencing_transactional_id.clone(),
+        // A scale-out group's members share the flow: the group, not a fencing id, keeps
+        // two of them off one partition.
+        transactional_id: flow
+            .fencing_transactional_id
+            .clone()
+            .filter(|_| !flow.scale_out.enabled),
         delivery_timeout: Duration::from_millis(flow.produce_delivery_timeout_ms),
     };
     let translations: Translations = Arc::default();
@@ -442,17 +546,7 @@ async fn start(
     // creation does not queue at the controller ahead of the remote topics'.
     // Then MirrorMaker 2's positions: a partition MM2 got further with is taken over.
     let restore_progress = async {
-        let found = target
-            .metadata(Some(std::slice::from_ref(&progress_topic)))
-            .await?;
-        let (mut resume, create) = if found
-            .iter()
-            .any(|t| t.name == progress_topic && t.error_code == 0)
-        {
-            (progress::load(target, &progress_topic).await?, false)
-        } else {
-            (HashMap::new(), true)
-        };
+        let (mut resume, create) = committed(target, &progress_topic).await?;
         let taken = migration::take_over(flow, target, &mut resume).await?;
         Ok((resume, create, taken))
     };
@@ -506,8 +600,10 @@ async fn start(
     }
     engine.report_to(reports.metrics.clone(), reports.health.clone());
     // Offset maps as they were: the syncs written so far, bounded by the committed positions.
+    // A member of a scale-out group makes them for the partitions it gets, when it gets them.
     *translations.lock().unwrap() = resume
         .iter()
+        .filter(|_| !flow.scale_out.enabled)
         .map(|(tp, (pos, lineage))| {
             let syncs = written.get(tp).cloned().unwrap_or_default();
             let map = OffsetMap::from_syncs(syncs, Some(*pos)).taken_over_at(lineage.taken_over_at);
@@ -519,12 +615,19 @@ async fn start(
     let (stats_tx, stats) = watch::channel(Stats::default());
     let mut fetch = Tasks::default();
     fetch.adopt("fetcher", fetch_task);
+    let (membership, changes) = flow
+        .scale_out
+        .enabled
+        .then(|| Membership::start(flow, target, &mut engine))
+        .unzip();
     let engine_shutdown = CancellationToken::new();
     let mut engine_task = Tasks::default();
     let run = engine.run(events_rx, commands_rx, stats_tx, engine_shutdown.clone());
     // Its last stats reach `stats` before it returns.
     engine_task.spawn("produce engine", async move { run.await.map(drop) });
     let syncs_shutdown = CancellationToken::new();
+    let (syncs_cluster_for_group, syncs_topic_for_group) =
+        (syncs_cluster.clone(), syncs_topic.clone());
     syncs.spawn(
         "offset syncs writer",
         offset_sync::run(
@@ -552,10 +655,13 @@ async fn start(
         engine_shutdown,
         syncs,
         syncs_shutdown,
+        syncs_at: (syncs_cluster_for_group, syncs_topic_for_group),
         resume,
         create_progress,
         progress_topic,
         health: reports.health.clone(),
+        membership,
+        topic_ids: HashMap::new(),
     };
     Ok((
         running,
@@ -563,6 +669,7 @@ async fn start(
             first_discovery,
             missing,
             updates,
+            changes,
         },
     ))
 }
@@ -654,23 +761,16 @@ async fn control(
         first_discovery,
         mut missing,
         mut updates,
+        mut changes,
     } = started;
     let mut discovered = Some(first_discovery);
     // Per remote topic whose re-creation failed: not before this instant again.
     let mut recreate_after: HashMap<String, (tokio::time::Instant, Backoff)> = HashMap::new();
     loop {
-        match discovered.take().map(|found| {
-            found.map(|found| {
-                assign(
-                    &flow,
-                    found,
-                    &running.resume,
-                    &mut known,
-                    &running.fetcher,
-                    &running.commands,
-                )
-            })
-        }) {
+        match discovered
+            .take()
+            .map(|found| found.map(|found| running.assign(&flow, found, &mut known)))
+        {
             // New remote topics get the source's ACLs now, not an interval later.
             Some(Ok(new)) if !new.is_empty() && flow.sync_topic_acls.enabled => {
                 if let Err(e) = sync_acls(source, target, &flow.policy, &flow.source, &new).await {
@@ -786,6 +886,9 @@ async fn control(
                     }
                 }
             }
+            Some(change) = next_change(&mut changes) => {
+                running.regroup(&flow, target, &known, change).await.map_err(fail)?;
+            }
             (task, cause) = running.ended() => {
                 let error = FlowError::Task { flow: name.to_string(), task, cause };
                 running.health.failed(error.to_string());
@@ -803,10 +906,25 @@ async fn control(
     }
 }
 
+/// The next change of the scale-out group; pending without one.
+async fn next_change(changes: &mut Option<mpsc::UnboundedReceiver<Change>>) -> Option<Change> {
+    match changes {
+        Some(c) => c.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 impl Running {
     /// The first of the flow's tasks to end, and how.
     async fn ended(&mut self) -> (&'static str, TaskEnd) {
+        let membership = async {
+            match &mut self.membership {
+                Some(m) => m.tasks.ended().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            ended = membership => ended,
             ended = self.side.tasks.ended() => ended,
             ended = self.fetch.ended() => ended,
             ended = self.engine.ended() => ended,
@@ -835,7 +953,15 @@ impl Running {
         self.syncs_shutdown.cancel();
         let syncs = self.syncs.join().await;
         let side = self.side.tasks.join().await;
-        match side.or(fetch).or(engine).or(syncs) {
+        // The group is left last: the others take the slots once all is committed.
+        let membership = match &mut self.membership {
+            Some(m) => {
+                m.shutdown.cancel();
+                m.tasks.join().await
+            }
+            None => None,
+        };
+        match side.or(fetch).or(engine).or(syncs).or(membership) {
             Some(failed) => Err(failed),
             None => Ok(drains.then(|| self.stats.borrow().clone())),
         }
@@ -1002,62 +1128,166 @@ async fn recreate(
     Ok(recreated)
 }
 
-/// Starts replicating the partitions of `found` not seen before, from their committed
-/// positions. Returns the topics that were new or grew.
-fn assign(
-    flow: &FlowConfig,
-    found: Discovered,
-    resume: &HashMap<TopicPartition, (Position, Lineage)>,
-    known: &mut HashMap<String, i32>,
-    fetcher: &Fetcher,
-    commands: &mpsc::UnboundedSender<Command>,
-) -> Vec<String> {
-    for (name, (count, topic_id)) in &found.wanted {
-        let before = known.get(name).copied().unwrap_or(0);
-        if before == *count {
-            continue;
+impl Running {
+    /// Starts replicating the partitions of `found` not seen before (those of this
+    /// process's slots, in a scale-out group), from their committed positions. Returns the
+    /// topics that were new or grew.
+    fn assign(
+        &mut self,
+        flow: &FlowConfig,
+        found: Discovered,
+        known: &mut HashMap<String, i32>,
+    ) -> Vec<String> {
+        for (name, (count, topic_id)) in &found.wanted {
+            self.topic_ids.insert(name.clone(), *topic_id);
+            let before = known.get(name).copied().unwrap_or(0);
+            if before == *count {
+                continue;
+            }
+            let remote = flow.policy.format_remote_topic(&flow.source, name);
+            // Created now though strait had written to it: it was deleted on the target while
+            // strait was stopped, and its partitions are new logs.
+            let created = found.created.contains(&remote);
+            let topic: Arc<str> = Arc::from(name.as_str());
+            let mut new_logs = 0;
+            for partition in before..*count {
+                let tp = TopicPartition::new(topic.clone(), partition);
+                if mine(&self.membership, &tp) {
+                    new_logs += usize::from(self.route(flow, tp, created));
+                }
+            }
+            if new_logs > 0 {
+                tracing::warn!(topic = %name, remote = %remote, partitions = new_logs, "the remote topic strait had written to was missing on the target (deleted there while strait was stopped) and was created again: the records it held are gone, replication goes on from the committed positions and their offset translation starts over");
+            }
+            tracing::info!(topic = %name, remote = %remote, partitions = *count, from_partition = before, "replicating");
+            known.insert(name.clone(), *count);
         }
-        let remote: Arc<str> = Arc::from(flow.policy.format_remote_topic(&flow.source, name));
-        let topic: Arc<str> = Arc::from(name.as_str());
-        // Created now though strait had written to it: it was deleted on the target while
-        // strait was stopped, and its partitions are new logs.
-        let created = found.created.contains(&*remote);
-        let mut new_logs = 0;
-        for partition in before..*count {
-            let source_tp = TopicPartition::new(topic.clone(), partition);
-            let resumed = resume.get(&source_tp).copied();
-            // The engine commits the log it reads now; the fetcher compares it with the one
-            // the position was taken from.
-            let same_log = resumed.is_some_and(|(_, from)| from.topic_id == *topic_id);
-            let lineage = Lineage {
-                topic_id: *topic_id,
-                leader_epoch: resumed
-                    .filter(|_| same_log)
-                    .map_or(-1, |(_, from)| from.leader_epoch),
-                taken_over_at: resumed.map_or(-1, |(_, from)| from.taken_over_at),
-            };
-            let new_log = created && resumed.is_some_and(|(pos, _)| pos.target_next != 0);
-            new_logs += usize::from(new_log);
-            let _ = commands.send(Command::Route(Route {
-                source: source_tp.clone(),
-                target: TopicPartition::new(remote.clone(), partition),
-                resume: resumed.map(|(pos, _)| pos),
-                lineage,
-                new_log,
-            }));
-            fetcher.assign(
-                source_tp,
+        found.changed
+    }
+
+    /// Starts replicating source partition `tp` from its committed position; `created`:
+    /// its remote topic was just created again. Returns whether its target partition is a
+    /// new log under a committed position.
+    fn route(&mut self, flow: &FlowConfig, tp: TopicPartition, created: bool) -> bool {
+        let topic_id = self.topic_ids.get(&*tp.topic).copied().unwrap_or_default();
+        let resumed = self.resume.get(&tp).copied();
+        // The engine commits the log it reads now; the fetcher compares it with the one the
+        // position was taken from.
+        let same_log = resumed.is_some_and(|(_, from)| from.topic_id == topic_id);
+        let lineage = Lineage {
+            topic_id,
+            leader_epoch: resumed
+                .filter(|_| same_log)
+                .map_or(-1, |(_, from)| from.leader_epoch),
+            taken_over_at: resumed.map_or(-1, |(_, from)| from.taken_over_at),
+        };
+        let new_log = created && resumed.is_some_and(|(pos, _)| pos.target_next != 0);
+        let remote = flow.policy.format_remote_topic(&flow.source, &tp.topic);
+        // A partition back from another process is started by the engine itself.
+        let handed = self
+            .membership
+            .as_mut()
+            .is_some_and(|m| m.handed.remove(&tp));
+        let _ = self.commands.send(Command::Route(Route {
+            source: tp.clone(),
+            target: TopicPartition::new(remote, tp.partition),
+            resume: resumed.map(|(pos, _)| pos),
+            lineage,
+            new_log,
+            origin: resumed.map(|(_, from)| from),
+        }));
+        if !handed {
+            self.fetcher.assign(
+                tp,
                 resumed.map(|(pos, _)| pos.source_next),
                 resumed.map(|(_, from)| from),
+                0,
             );
         }
-        if new_logs > 0 {
-            tracing::warn!(topic = %name, remote = %remote, partitions = new_logs, "the remote topic strait had written to was missing on the target (deleted there while strait was stopped) and was created again: the records it held are gone, replication goes on from the committed positions and their offset translation starts over");
-        }
-        tracing::info!(topic = %name, remote = %remote, partitions = *count, from_partition = before, "replicating");
-        known.insert(name.clone(), *count);
+        new_log
     }
-    found.changed
+
+    /// Acts on what the scale-out group changed: slots gained start from what their last
+    /// owner committed (read again now, with the offset syncs it wrote); slots taken away
+    /// are released by the engine, which answers the group member once they are.
+    async fn regroup(
+        &mut self,
+        flow: &FlowConfig,
+        target: &Cluster,
+        known: &HashMap<String, i32>,
+        change: Change,
+    ) -> Result<(), KafkaError> {
+        let Some(membership) = self.membership.as_mut() else {
+            return Ok(());
+        };
+        let slots_n = membership.slots;
+        let in_slots = |slots: &BTreeSet<u32>| -> Vec<TopicPartition> {
+            known
+                .iter()
+                .flat_map(|(t, n)| (0..*n).map(move |p| TopicPartition::new(t.as_str(), p)))
+                .filter(|tp| slots.contains(&assignor::slot_of(&tp.topic, tp.partition, slots_n)))
+                .collect()
+        };
+        let (slots, commit, done) = match change {
+            Change::Acquired(slots) => {
+                membership.owned.extend(slots.iter().copied());
+                let tps = in_slots(&slots);
+                tracing::info!(
+                    slots = slots.len(),
+                    partitions = tps.len(),
+                    "scale-out slots acquired"
+                );
+                if tps.is_empty() {
+                    return Ok(());
+                }
+                let ((fresh, _), written) = tokio::try_join!(
+                    committed(target, &self.progress_topic),
+                    offset_sync::load(&self.syncs_at.0, &self.syncs_at.1),
+                )?;
+                let translations = self.side.translations.clone();
+                for tp in tps {
+                    if let Some(now) = fresh.get(&tp) {
+                        // What the last owner committed, unless this process knows a
+                        // position further on in the same log (taken over from MM2).
+                        let keep = self.resume.get(&tp).is_some_and(|(pos, from)| {
+                            from.topic_id == now.1.topic_id && pos.source_next > now.0.source_next
+                        });
+                        if !keep {
+                            self.resume.insert(tp.clone(), *now);
+                        }
+                    }
+                    let resumed = self.resume.get(&tp).copied();
+                    let map = OffsetMap::from_syncs(
+                        written.get(&tp).cloned().unwrap_or_default(),
+                        resumed.map(|(pos, _)| pos),
+                    )
+                    .taken_over_at(resumed.map_or(-1, |(_, from)| from.taken_over_at));
+                    translations.lock().unwrap().insert(tp.clone(), map);
+                    self.route(flow, tp, false);
+                }
+                return Ok(());
+            }
+            Change::Revoked { slots, done } => (slots, true, done),
+            Change::Lost { slots, done } => (slots, false, done),
+        };
+        for slot in &slots {
+            membership.owned.remove(slot);
+        }
+        let partitions = in_slots(&slots);
+        membership.handed.extend(partitions.iter().cloned());
+        tracing::info!(
+            slots = slots.len(),
+            partitions = partitions.len(),
+            commit,
+            "scale-out slots released"
+        );
+        let _ = self.commands.send(Command::Release(Release {
+            partitions,
+            commit,
+            done,
+        }));
+        Ok(())
+    }
 }
 
 /// Copies the replicable configs of the source topics to their remote twins (MM2's

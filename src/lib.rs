@@ -36,6 +36,9 @@
 //!   formats byte for byte) · [`mm2::heartbeat`] · [`mm2::checkpoint`] (and group offset sync)
 //!   · [`mm2::offset_sync`] · [`mm2::topic_sync`] · [`mm2::acl_sync`] ·
 //!   [`mm2::source_offsets`] (MM2's own source positions, in Connect's offsets topic).
+//! - [`group`]: scale-out. The member of a flow's group on the target (Kafka's classic
+//!   group protocol, type `strait`) in [`group`] · [`group::assignor`] (slots, the leader's
+//!   sticky cooperative split, the bytes members exchange; no I/O).
 //! - [`migration`]: switching a flow from a running MM2 to strait and back without a re-copy
 //!   (take-over, no two writers, hand-back).
 //! - [`progress`]: strait's committed positions, in a compacted topic of its own.
@@ -56,6 +59,7 @@ pub mod config;
 pub mod fetch;
 pub mod filter;
 pub mod flow;
+pub mod group;
 pub mod inspect;
 pub mod kafka;
 pub mod migration;

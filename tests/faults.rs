@@ -423,16 +423,13 @@ impl Rig for Pair {
     /// Waits until `remote` holds every record of `topic` and checks that nothing is lost or
     /// out of order; prints the duplicates.
     fn check(&self, strait: &mut Strait, what: &str, topic: &str, remote: &str) -> Report {
-        let timeout = Duration::from_secs(180);
-        let report =
-            sequence::wait_caught_up(strait, &self.source, topic, &self.target, remote, timeout);
-        eprintln!(
-            "{what}: {} duplicate(s), longest run {}\n{report}",
-            report.duplicates(),
-            report.longest_duplicate_run()
-        );
-        assert!(report.ok(), "{what}: lost or out of order:\n{report}");
-        report
+        sequence::check_caught_up(
+            what,
+            strait,
+            (&self.source, topic),
+            (&self.target, remote),
+            Duration::from_secs(180),
+        )
     }
 }
 

@@ -986,6 +986,74 @@ pub static KEYS: &[KeySpec] = &[
              takes over (`strait run --takeover`).",
     ),
     KeySpec::new(
+        "scale.out.enabled",
+        Flow,
+        "false",
+        flow!(scale_out_enabled, parse_bool),
+    )
+    .toml("scale_out_enabled")
+    .strait()
+    .doc(
+        "Share the flow with every other strait process started with it: they join one \
+             group on the target (`scale.out.group`) and Kafka's group coordinator splits \
+             the flow's slots among them; a process that dies or stops hands its slots to \
+             the others. Off: this process replicates the whole flow, and \
+             `fencing.transactional.id` keeps a second one from writing too. See \
+             docs/scaling.md.",
+    ),
+    KeySpec::new(
+        "scale.out.group",
+        Flow,
+        "strait-<source>-><target>",
+        flow!(scale_out_group, parse_string),
+    )
+    .toml("scale_out_group")
+    .strait()
+    .doc(
+        "The group id the flow's processes join on the target (protocol type `strait`); \
+             `<source>`/`<target>` stand for the aliases.",
+    ),
+    KeySpec::new(
+        "scale.out.instance.id",
+        Flow,
+        "",
+        flow!(scale_out_instance_id, parse_string),
+    )
+    .toml("scale_out_instance_id")
+    .strait()
+    .doc(
+        "Kafka's `group.instance.id` (static membership): a process restarted with the \
+             same id within the session timeout gets its slots back with no rebalance (a \
+             StatefulSet's pod name). Unique per process; empty: dynamic membership.",
+    ),
+    KeySpec::new(
+        "scale.out.slots",
+        Flow,
+        "64",
+        flow!(scale_out_slots, parse_int),
+    )
+    .toml("scale_out_slots")
+    .strait()
+    .doc(
+        "The fixed number of work units (1-4096) the flow's partitions fall into (a \
+             partition's slot never changes as topics and partitions are added): at most \
+             this many processes get work. Equal on every process of the group.",
+    ),
+    KeySpec::new(
+        "scale.out.session.timeout.ms",
+        Flow,
+        "10000",
+        flow!(scale_out_session_timeout_ms, parse_int),
+    )
+    .toml("scale_out_session_timeout_ms")
+    .strait()
+    .doc(
+        "How long the group waits for a silent process before giving its slots to the \
+             others (within the brokers' `group.min.session.timeout.ms` and \
+             `group.max.session.timeout.ms`); a process that cannot reach the group \
+             coordinator for two thirds of it stops its slots itself.",
+    ),
+    KeySpec::new(
         "takeover.handback.continuous",
         Flow,
         "false",

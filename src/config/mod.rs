@@ -35,7 +35,7 @@ pub use error::{ConfigError, ConfigWarning, WarningKind};
 pub use keys::{keys, KeySpec, Scope, Spelling, Status, KEYS};
 pub use model::{
     defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, Location, MetricsAggregation,
-    OffsetReset, SaslConfig, SaslCredentials, SaslMechanism, Secret, Takeover, TlsConfig,
+    OffsetReset, SaslConfig, SaslCredentials, SaslMechanism, ScaleOut, Secret, Takeover, TlsConfig,
     TlsVersion, TokenSource, TLS_CIPHER_SUITES,
 };
 

@@ -296,6 +296,21 @@ pub struct Takeover {
     pub continuous_handback: bool,
 }
 
+/// Scale-out: the processes of a flow share its work through a group on the target
+/// (`crate::group`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScaleOut {
+    /// Off: this process replicates the whole flow alone.
+    pub enabled: bool,
+    /// The group's id (`<source>` and `<target>` replaced by the aliases).
+    pub group: String,
+    /// `group.instance.id` (static membership); `None`: dynamic.
+    pub instance_id: Option<String>,
+    /// The fixed number of work units the flow's partitions are split into.
+    pub slots: u32,
+    pub session_timeout_ms: u64,
+}
+
 /// One enabled `source->target` replication flow and every knob it has.
 #[derive(Clone, Debug)]
 pub struct FlowConfig {
@@ -334,6 +349,8 @@ pub struct FlowConfig {
     pub fencing_transactional_id: Option<String>,
     /// Taking the flow over from MirrorMaker 2, and handing it back.
     pub takeover: Takeover,
+    /// Sharing the flow with other processes (`scale.out.*`).
+    pub scale_out: ScaleOut,
     /// Where to start partitions with no committed progress. Default `Earliest`.
     pub offset_reset: OffsetReset,
     /// MM2 `tasks.max`, default 1. strait is not task-based; this is only a parallelism hint.
@@ -412,6 +429,7 @@ impl FlowConfig {
             shutdown_drain_timeout_ms,
             fencing_transactional_id,
             takeover,
+            scale_out,
             offset_reset,
             tasks_max,
             emit_heartbeats,
@@ -465,6 +483,7 @@ impl FlowConfig {
                 *fencing_transactional_id == other.fencing_transactional_id,
             ),
             ("takeover.*", *takeover == other.takeover),
+            ("scale.out.*", *scale_out == other.scale_out),
             ("offset.reset", *offset_reset == other.offset_reset),
             ("tasks.max", *tasks_max == other.tasks_max),
             (
@@ -566,6 +585,12 @@ pub mod defaults {
     pub const TAKEOVER_GROUP: &str = "<source>-mm2";
     /// `takeover.connector.name`: MM2's source connector in dedicated mode.
     pub const TAKEOVER_CONNECTOR_NAME: &str = "MirrorSourceConnector";
+    /// `scale.out.group`.
+    pub const SCALE_OUT_GROUP: &str = "strait-<source>-><target>";
+    /// `scale.out.slots`.
+    pub const SCALE_OUT_SLOTS: u32 = 64;
+    /// `scale.out.session.timeout.ms`.
+    pub const SCALE_OUT_SESSION_TIMEOUT_MS: u64 = 10_000;
     /// `tasks.max` (Connect's default).
     pub const TASKS_MAX: u32 = 1;
     /// `emit.heartbeats.enabled` / `.interval.seconds` = true / 1.

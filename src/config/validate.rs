@@ -16,7 +16,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use super::error::{ConfigError, ConfigWarning, WarningKind};
 use super::model::{
     defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, SaslConfig, SaslCredentials,
-    SaslMechanism, Secret, Takeover, TlsConfig, TlsVersion, TokenSource, TLS_CIPHER_SUITES,
+    SaslMechanism, ScaleOut, Secret, Takeover, TlsConfig, TlsVersion, TokenSource,
+    TLS_CIPHER_SUITES,
 };
 use super::raw::{Format, Origin, PolicyKind, Pos, RawCluster, RawConfig, RawFlow, Sourced};
 use super::toml::line_of;
@@ -1208,6 +1209,34 @@ impl<'a> Validator<'a> {
                 .get(|f| &f.takeover_handback_continuous)
                 .is_some_and(|c| c.value),
         };
+        let scale_out = ScaleOut {
+            enabled: layers
+                .get(|f| &f.scale_out_enabled)
+                .is_some_and(|e| e.value),
+            group: aliases(
+                layers
+                    .get(|f| &f.scale_out_group)
+                    .map_or(defaults::SCALE_OUT_GROUP, |g| g.value.as_str()),
+            ),
+            instance_id: layers
+                .get(|f| &f.scale_out_instance_id)
+                .map(|i| i.value.clone())
+                .filter(|i| !i.is_empty()),
+            slots: self.int(
+                layers.get(|f| &f.scale_out_slots),
+                &path("scale_out_slots"),
+                defaults::SCALE_OUT_SLOTS as i64,
+                1,
+                4096,
+            )? as u32,
+            session_timeout_ms: self.int(
+                layers.get(|f| &f.scale_out_session_timeout_ms),
+                &path("scale_out_session_timeout_ms"),
+                defaults::SCALE_OUT_SESSION_TIMEOUT_MS as i64,
+                1000,
+                3_600_000,
+            )? as u64,
+        };
         let offset_reset = layers
             .get(|f| &f.offset_reset)
             .map_or_else(Default::default, |s| s.value);
@@ -1346,6 +1375,7 @@ impl<'a> Validator<'a> {
             shutdown_drain_timeout_ms,
             fencing_transactional_id,
             takeover,
+            scale_out,
             offset_reset,
             tasks_max,
             emit_heartbeats,

@@ -292,12 +292,19 @@ impl Fetcher {
     /// log a committed position was taken from, lets the fetcher see that the log changed
     /// while strait was away: a re-created topic starts at its log start, a truncated one
     /// rewinds to where it diverged.
-    pub fn assign(&self, tp: TopicPartition, offset: Option<i64>, origin: Option<Lineage>) {
+    /// `generation` tells its chunks from those of an earlier assignment (0 for the first).
+    pub fn assign(
+        &self,
+        tp: TopicPartition,
+        offset: Option<i64>,
+        origin: Option<Lineage>,
+        generation: u32,
+    ) {
         let _ = self.orders.send(Order::Assign(Assignment {
             tp,
             offset,
             origin,
-            generation: 0,
+            generation,
         }));
     }
 

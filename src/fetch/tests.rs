@@ -106,7 +106,7 @@ fn fetcher_from(
     };
     let (events_tx, events) = mpsc::channel(16);
     let (fetcher, _task) = Fetcher::spawn(&cluster, config, events_tx, CancellationToken::new());
-    fetcher.assign(TopicPartition::new(TOPIC, 0), Some(offset), origin);
+    fetcher.assign(TopicPartition::new(TOPIC, 0), Some(offset), origin, 0);
     (fetcher, events)
 }
 
@@ -471,7 +471,7 @@ async fn a_partition_that_leaves_the_session_is_forgotten_once() {
     })
     .await;
     let (fetcher, mut events) = fetcher(&broker, 0, OffsetReset::Earliest);
-    fetcher.assign(TopicPartition::new(TOPIC, 1), Some(0), None);
+    fetcher.assign(TopicPartition::new(TOPIC, 1), Some(0), None, 0);
     let mut reported = Vec::new();
     while reported.len() < 2 {
         let tp = next_chunk(&mut events).await.tp;

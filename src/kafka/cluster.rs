@@ -131,6 +131,13 @@ impl Cluster {
         }
     }
 
+    /// The same cluster with another request timeout, for requests that wait at the broker
+    /// by design (a JoinGroup until every member joined).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// Sets the send buffer (`SO_SNDBUF`) of the connections dialled from now on; `None`
     /// leaves the OS default.
     pub fn with_send_buffer(mut self, bytes: Option<u32>) -> Self {

@@ -12,7 +12,7 @@ pub fn partition_for(key: &[u8], partitions: i32) -> i32 {
 }
 
 /// MurmurHash2, 32 bits, as Kafka's clients compute it.
-fn murmur2(data: &[u8]) -> u32 {
+pub fn murmur2(data: &[u8]) -> u32 {
     const SEED: u32 = 0x9747_b28c;
     const M: u32 = 0x5bd1_e995;
     const R: u32 = 24;

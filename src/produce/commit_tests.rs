@@ -78,6 +78,7 @@ async fn commit_waits_for_durable_syncs_and_keeps_one_commit_queued() {
         resume: None,
         lineage: Lineage::UNKNOWN,
         new_log: false,
+        origin: None,
     });
     let i = engine.by_source[&tp];
     let progress = engine.progress_part;

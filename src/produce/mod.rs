@@ -93,6 +93,9 @@ pub struct Route {
     /// was deleted and created again while strait was stopped): it starts over there
     /// (`Engine::start_over`).
     pub new_log: bool,
+    /// The committed position's log (from the progress topic), for the fetcher to compare
+    /// with the log it finds.
+    pub origin: Option<Lineage>,
 }
 
 /// What the engine counted, for the flow's status line and for tests.
@@ -114,6 +117,28 @@ pub enum Command {
     Route(Route),
     /// The flow no longer replicates this source partition (its topic left the filter).
     Unroute(TopicPartition),
+    /// Another member of the flow's scale-out group takes these partitions over.
+    Release(Release),
+}
+
+/// Partitions handed to another process (`crate::group`): fetching stops at once; with
+/// `commit`, what was fetched is still written and the positions reached are committed
+/// (so that the new owner repeats nothing), without, the batches not sent are let go and
+/// nothing more is committed (the new owner may be writing already). `done` is answered
+/// once nothing of them is in flight any more, or after the drain timeout.
+#[derive(Debug)]
+pub struct Release {
+    pub partitions: Vec<TopicPartition>,
+    pub commit: bool,
+    pub done: tokio::sync::oneshot::Sender<()>,
+}
+
+/// A release under way.
+struct Releasing {
+    parts: Vec<usize>,
+    commit: bool,
+    deadline: Instant,
+    done: tokio::sync::oneshot::Sender<()>,
 }
 
 /// What finished in the background, carried back into the engine task.
@@ -193,6 +218,10 @@ pub struct Engine {
     waiting_since: Option<Instant>,
     /// The bound on per-partition log lines.
     chatter: Chatter,
+    /// Partitions being handed to another process.
+    releasing: Vec<Releasing>,
+    /// A scale-out member writes only while its lease holds (`Engine::hold_by`).
+    lease: Option<Arc<crate::group::Lease>>,
 }
 
 /// How often a remote topic still missing is reported again: topic sync retries a creation
@@ -253,6 +282,8 @@ impl Engine {
             telemetry: None,
             waiting_since: None,
             chatter: Chatter::default(),
+            releasing: Vec::new(),
+            lease: None,
         };
         engine
             .parts
@@ -281,10 +312,32 @@ impl Engine {
         self.telemetry = Some((metrics, health));
     }
 
+    /// Sends nothing while `lease` has run out (a member of a scale-out group whose slots
+    /// may be another's by now, `crate::group::Lease`).
+    pub fn hold_by(&mut self, lease: Arc<crate::group::Lease>) {
+        self.lease = Some(lease);
+    }
+
     pub fn route(&mut self, route: Route) {
         if let Some(&i) = self.by_source.get(&route.source) {
-            // Routed again after `unroute`: it goes on after the last batch written.
             let part = &mut self.parts[i];
+            if part.released {
+                // Back from another process: it goes on from what that one committed, as
+                // a new assignment generation (chunks of the earlier one are dropped).
+                part.reacquire(route.resume, route.lineage, route.new_log);
+                part.metrics = self
+                    .telemetry
+                    .as_ref()
+                    .map(|(m, _)| m.partition(&part.source, &part.target));
+                self.fetcher.assign(
+                    part.source.clone(),
+                    route.resume.map(|p| p.source_next),
+                    route.origin,
+                    part.generation,
+                );
+                return;
+            }
+            // Routed again after `unroute`: it goes on after the last batch written.
             if std::mem::take(&mut part.dropped) {
                 part.metrics = self
                     .telemetry
@@ -320,6 +373,85 @@ impl Engine {
         }
     }
 
+    /// Starts handing `release`'s partitions over ([`Release`]).
+    fn release(&mut self, release: Release) {
+        let mut parts = Vec::new();
+        for tp in &release.partitions {
+            let Some(&i) = self.by_source.get(tp) else {
+                continue;
+            };
+            self.fetcher.forget(tp.clone());
+            self.parts[i].hand_over(release.commit);
+            parts.push(i);
+        }
+        self.releasing.push(Releasing {
+            parts,
+            commit: release.commit,
+            deadline: Instant::now() + self.config.drain_timeout,
+            done: release.done,
+        });
+    }
+
+    /// Completes the releases whose partitions are settled: nothing queued or in flight
+    /// and, for a hand-over, the positions reached committed (a commit is made for them
+    /// as soon as they are idle, not an interval later). At the deadline a release
+    /// completes anyway: the new owner repeats what was not committed.
+    fn settle_releases(&mut self) {
+        if self.releasing.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let mut commit = false;
+        for r in std::mem::take(&mut self.releasing) {
+            // Lost partitions wait only for their answers: what is queued is never sent.
+            let idle = r.parts.iter().all(|&i| {
+                let p = &self.parts[i];
+                p.stopped || p.inflight.is_empty() && (p.queue.is_empty() || !r.commit)
+            });
+            let uncommitted = r.commit
+                && r.parts.iter().any(|&i| {
+                    let p = &self.parts[i];
+                    !p.stopped && p.committed != p.acked && p.acked.source_next >= 0
+                });
+            if now < r.deadline && (!idle || uncommitted) {
+                commit |= idle && uncommitted;
+                self.releasing.push(r);
+                continue;
+            }
+            if !idle || uncommitted {
+                tracing::warn!(partitions = r.parts.len(), "partitions handed over before all they fetched was written and committed (past shutdown.drain.timeout.ms): their new owner writes the rest again");
+            }
+            let mut maps = self.translations.lock().unwrap();
+            for &i in &r.parts {
+                let part = &mut self.parts[i];
+                // A batch sent but not acknowledged, never sent again: the target's next
+                // sequence for this producer is unknown there now, so the producer starts
+                // over under a new identity (as after any such doubt).
+                if part.queue.iter().any(|e| e.seq.is_some()) {
+                    self.reset_pending = true;
+                }
+                part.queue.clear();
+                part.released = true;
+                maps.remove(&part.source);
+                if let Some(metrics) = part.metrics.take() {
+                    metrics.forget();
+                }
+            }
+            drop(maps);
+            if !r.commit {
+                // A commit not sent yet may carry their positions: the next one is made
+                // without them.
+                self.parts[self.progress_part]
+                    .queue
+                    .retain(|e| e.seq.is_some());
+            }
+            let _ = r.done.send(());
+        }
+        if commit && self.parts[self.progress_part].idle() {
+            self.commit();
+        }
+    }
+
     /// Runs until `shutdown`, then drains what is in flight and commits progress.
     pub async fn run(
         mut self,
@@ -345,6 +477,7 @@ impl Engine {
                 Some(cmd) = commands.recv() => match cmd {
                     Command::Route(r) => self.route(r),
                     Command::Unroute(tp) => self.unroute(&tp),
+                    Command::Release(r) => self.release(r),
                 },
                 Some(event) = events.recv() => {
                     self.accept(event);
@@ -372,6 +505,7 @@ impl Engine {
             }
             self.recover().await?;
             self.pump();
+            self.settle_releases();
         }
         // Drain: no new batches; finish what is queued or in flight, then commit. Batches
         // queued for a leader strait cannot reach now are not waited for: they are fetched
@@ -588,7 +722,7 @@ impl Engine {
             .parts
             .iter()
             .enumerate()
-            .filter(|(i, _)| *i != self.progress_part)
+            .filter(|(i, p)| *i != self.progress_part && !p.released)
             .filter_map(|(i, p)| Some((i, p, self.syncs.durable(&p.source)?)))
             .filter(|(_, p, pos)| *pos != p.committed && pos.source_next >= 0)
             .map(|(i, _, pos)| (i, pos))
@@ -641,7 +775,7 @@ impl Engine {
     /// window as small as it started). Dials, in the background, the brokers it has no
     /// connection to.
     fn pump(&mut self) {
-        if self.reset_pending {
+        if self.reset_pending || self.lease.as_ref().is_some_and(|l| !l.holds()) {
             return;
         }
         let now = Instant::now();

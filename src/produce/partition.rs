@@ -231,6 +231,9 @@ pub(super) struct Partition {
     /// The flow no longer replicates the partition (`unroute`): what was sent is written,
     /// and fetching waits until it is routed again.
     pub dropped: bool,
+    /// Handed to another process of the flow's group (`hand_over`): nothing of it is
+    /// committed any more, until it comes back (`reacquire`).
+    pub released: bool,
 }
 
 impl Partition {
@@ -273,6 +276,7 @@ impl Partition {
             metrics: None,
             behind_since: None,
             dropped: false,
+            released: false,
         }
     }
 
@@ -538,6 +542,39 @@ impl Partition {
             self.generation = self.generation.wrapping_add(1);
         }
         true
+    }
+
+    /// The partition goes to another process: no chunk is taken any more (a new assignment
+    /// generation), the batches fetched are still written when `commit`, else those not
+    /// sent yet are let go (those sent keep their sequence numbers and are written).
+    pub fn hand_over(&mut self, commit: bool) {
+        if !commit {
+            let kept = self.queue.iter().take_while(|e| e.seq.is_some()).count();
+            self.queue.truncate(kept);
+        }
+        self.dropped = true;
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// Back from another process, which committed `resume` (`None`: nothing): the
+    /// positions start there, under a new assignment generation. The sequence numbers go
+    /// on: the target knows this producer's last one on the partition.
+    pub fn reacquire(&mut self, resume: Option<Position>, lineage: Lineage, new_log: bool) {
+        let start = resume.unwrap_or(Position {
+            source_next: -1,
+            target_next: -1,
+        });
+        self.acked = start;
+        self.committed = start;
+        self.lineage = lineage;
+        self.new_log = new_log;
+        self.first_fetched = -1;
+        self.source_end = -1;
+        self.behind_since = None;
+        self.paused = false;
+        self.dropped = false;
+        self.released = false;
+        self.generation = self.generation.wrapping_add(1);
     }
 
     /// Whether a chunk fetched under assignment `generation` is queued: not for a stopped

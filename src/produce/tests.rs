@@ -171,6 +171,18 @@ async fn broker_beside(other: String) -> FakeBroker {
     broker
 }
 
+/// Partition `partition` of `source` into `target`, with nothing committed.
+fn fresh_route(source: &str, target: &str, partition: i32) -> Route {
+    Route {
+        source: TopicPartition::new(source, partition),
+        target: TopicPartition::new(target, partition),
+        resume: None,
+        lineage: Lineage::UNKNOWN,
+        new_log: false,
+        origin: None,
+    }
+}
+
 fn config() -> ProduceConfig {
     ProduceConfig {
         max_in_flight: 5,
@@ -196,6 +208,7 @@ struct Running {
     syncs_broker: FakeBroker,
     /// The remote topics the engine reported missing on the target.
     missing: mpsc::UnboundedReceiver<String>,
+    commands: mpsc::UnboundedSender<Command>,
 }
 
 impl Running {
@@ -212,15 +225,17 @@ impl Running {
     ) -> Running {
         let routes = routes
             .iter()
-            .map(|(source, target)| Route {
-                source: TopicPartition::new(*source, 0),
-                target: TopicPartition::new(*target, 0),
-                resume: None,
-                lineage: Lineage::UNKNOWN,
-                new_log: false,
-            })
+            .map(|(source, target)| fresh_route(source, target, 0))
             .collect();
-        Running::start_routes(target, config, routes, fetcher, Translations::default()).await
+        Running::start_routes(
+            target,
+            config,
+            routes,
+            fetcher,
+            Translations::default(),
+            None,
+        )
+        .await
     }
 
     /// `start_with` on `routes` as they are, with the offset maps `translations` holds.
@@ -230,6 +245,7 @@ impl Running {
         routes: Vec<Route>,
         fetcher: Fetcher,
         translations: Translations,
+        lease: Option<Arc<crate::group::Lease>>,
     ) -> Running {
         const SYNCS: &str = "mm2-offset-syncs.target.internal";
         let syncs_broker = FakeBroker::start(1, &[(SYNCS, 1)], |_| Reply::Default).await;
@@ -259,11 +275,14 @@ impl Running {
         .unwrap();
         let (missing_tx, missing) = mpsc::unbounded_channel();
         engine.report_missing_topics(missing_tx);
+        if let Some(lease) = lease {
+            engine.hold_by(lease);
+        }
         for route in routes {
             engine.route(route);
         }
         let (events, events_rx) = mpsc::channel(16);
-        let (_commands, commands_rx) = mpsc::unbounded_channel();
+        let (commands, commands_rx) = mpsc::unbounded_channel();
         let (stats_tx, stats) = watch::channel(Stats::default());
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(engine.run(events_rx, commands_rx, stats_tx, shutdown.clone()));
@@ -276,6 +295,7 @@ impl Running {
             buffer: Arc::new(Semaphore::new(1000)),
             syncs_broker,
             missing,
+            commands,
         }
     }
 
@@ -1079,6 +1099,7 @@ async fn a_partition_routed_to_a_new_log_starts_over_from_its_position() {
         resume: Some(resume),
         lineage: Lineage::UNKNOWN,
         new_log: true,
+        origin: None,
     };
     let running = Running::start_routes(
         target,
@@ -1086,6 +1107,7 @@ async fn a_partition_routed_to_a_new_log_starts_over_from_its_position() {
         vec![route],
         Fetcher::detached(),
         translations,
+        None,
     )
     .await;
     until(|| running.translate("sb", 7).is_none()).await;
@@ -1229,21 +1251,14 @@ async fn an_answer_under_the_old_topic_id_is_matched_by_the_id_it_was_sent_with(
     .await;
     *addrs.lock().unwrap() = [broker1.addr.clone(), broker2.addr.clone()];
     let target = target(&bootstrap, Duration::from_secs(30));
-    let routes = (0..2)
-        .map(|p| Route {
-            source: TopicPartition::new("sb", p),
-            target: TopicPartition::new("b", p),
-            resume: None,
-            lineage: Lineage::UNKNOWN,
-            new_log: false,
-        })
-        .collect();
+    let routes = (0..2).map(|p| fresh_route("sb", "b", p)).collect();
     let running = Running::start_routes(
         target,
         config(),
         routes,
         Fetcher::detached(),
         Translations::default(),
+        None,
     )
     .await;
     let position = |p: i32| {
@@ -1389,5 +1404,87 @@ async fn a_backlog_fills_the_window_without_waiting_for_answers() {
         took < Duration::from_secs(1),
         "the window was not filled at once: the backlog took {took:?}"
     );
+    running.stop().await;
+}
+
+/// A partition handed to another process of the group: what was fetched is still written,
+/// the position reached is committed at once (not a commit interval later), and only then
+/// is the hand-over answered; a chunk fetched before it is dropped, and the partition's
+/// offset map goes (the new owner's checkpoints cover it now).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_writes_what_was_fetched_and_commits_it_before_it_answers() {
+    let broker = FakeBroker::start(1, &[("a", 1), (PROGRESS, 1)], |_| Reply::Default).await;
+    let target = target(&broker, Duration::from_secs(5));
+    let config = ProduceConfig {
+        commit_interval: Duration::from_secs(3600),
+        ..config()
+    };
+    let a = Topic::of(&target, "a").await;
+    let running = Running::start(target, config, &[("sa", "a")]).await;
+    running.fetched("sa", vec![batch(0, 4)], 4).await;
+    until(|| running.position("sa") == 4).await;
+    running
+        .fetched("sa", vec![batch(4, 4), batch(8, 4)], 12)
+        .await;
+    let (done, handed) = tokio::sync::oneshot::channel();
+    running
+        .commands
+        .send(Command::Release(Release {
+            partitions: vec![TopicPartition::new("sa", 0)],
+            commit: true,
+            done,
+        }))
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), handed)
+        .await
+        .expect("the hand-over is answered")
+        .unwrap();
+    let sa = TopicPartition::new("sa", 0);
+    assert_eq!(
+        committed(&broker, &sa),
+        Some(12),
+        "committed before the answer"
+    );
+    assert_eq!(running.position("sa"), -1, "its offset map is gone");
+    running.fetched("sa", vec![batch(12, 4)], 16).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let written = broker
+        .received_of(ApiKey::Produce)
+        .iter()
+        .filter(|r| !produced(r, &a).is_empty())
+        .count();
+    assert_eq!(
+        written, 3,
+        "the 3 batches fetched before the hand-over, none after"
+    );
+    running.stop().await;
+}
+
+/// A member whose lease ran out (frozen, or cut off from the group coordinator past most of
+/// the session timeout) writes nothing, however much waits; renewed, it goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_written_while_the_lease_has_run_out() {
+    let broker = FakeBroker::start(1, &[("a", 1), (PROGRESS, 1)], |_| Reply::Default).await;
+    let target = target(&broker, Duration::from_secs(5));
+    let lease = Arc::new(crate::group::Lease::default());
+    let running = Running::start_routes(
+        target,
+        config(),
+        vec![fresh_route("sa", "a", 0)],
+        Fetcher::detached(),
+        Translations::default(),
+        Some(lease.clone()),
+    )
+    .await;
+    running.fetched("sa", vec![batch(0, 4)], 4).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(running.position("sa"), -1);
+    assert!(
+        broker.received_of(ApiKey::Produce).is_empty(),
+        "nothing sent"
+    );
+    lease.renew(std::time::Instant::now(), Duration::from_secs(60));
+    until(|| running.position("sa") == 4).await;
+    assert_eq!(running.position("sa"), 4);
     running.stop().await;
 }

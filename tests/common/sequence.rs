@@ -172,3 +172,22 @@ pub fn wait_caught_up(
         std::thread::sleep(Duration::from_secs(1));
     }
 }
+
+/// [`wait_caught_up`], then prints the duplicates and asserts that nothing is lost or out of
+/// order (`what` names the step in both).
+pub fn check_caught_up(
+    what: &str,
+    strait: &mut Strait,
+    (source, topic): (&Cluster, &str),
+    (target, remote): (&Cluster, &str),
+    timeout: Duration,
+) -> Report {
+    let report = wait_caught_up(strait, source, topic, target, remote, timeout);
+    eprintln!(
+        "{what}: {} duplicate(s), longest run {}\n{report}",
+        report.duplicates(),
+        report.longest_duplicate_run()
+    );
+    assert!(report.ok(), "{what}: lost or out of order:\n{report}");
+    report
+}

@@ -596,6 +596,41 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "scale.out.enabled",
+            "true",
+            Some("scale_out_enabled = true"),
+            |c, _| f0(c).scale_out.enabled && f0(c).scale_out.group == "strait-source->target"
+        ),
+        case!(
+            Flow,
+            "scale.out.group",
+            "g-<source>",
+            Some("scale_out_group = \"g-<source>\""),
+            |c, _| f0(c).scale_out.group == "g-source" && !f0(c).scale_out.enabled
+        ),
+        case!(
+            Flow,
+            "scale.out.instance.id",
+            "pod-0",
+            Some("scale_out_instance_id = \"pod-0\""),
+            |c, _| f0(c).scale_out.instance_id.as_deref() == Some("pod-0")
+        ),
+        case!(
+            Flow,
+            "scale.out.slots",
+            "16",
+            Some("scale_out_slots = 16"),
+            |c, _| f0(c).scale_out.slots == 16
+        ),
+        case!(
+            Flow,
+            "scale.out.session.timeout.ms",
+            "6000",
+            Some("scale_out_session_timeout_ms = 6000"),
+            |c, _| f0(c).scale_out.session_timeout_ms == 6000
+        ),
+        case!(
+            Flow,
             "takeover.wait",
             "true",
             Some("takeover_wait = true"),

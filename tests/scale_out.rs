@@ -1,0 +1,256 @@
+//! Scale-out: several strait processes on one flow share it through a group on the target
+//! cluster (Kafka's own group coordinator decides who is in). Checked with the Java tools
+//! only: `Workload produce` writes sequence-numbered records, `Workload dump` (read_committed)
+//! reads both sides, `sequence::compare` says what was lost, reordered or repeated.
+
+mod common;
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use common::kafka::{self, clusters, Cluster};
+use common::sequence::{self, Report};
+use common::strait::Strait;
+
+/// The processes of these tests are many JVMs and strait processes on two cores: one test
+/// at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Partitions of the replicated topic, and slots of the flow: each process gets several.
+const PARTITIONS: i32 = 12;
+const SLOTS: u32 = 12;
+/// The brokers' smallest session timeout (`group.min.session.timeout.ms`).
+const SESSION_MS: u64 = 6000;
+
+/// WARN lines a member logs when the group takes slots from it without a hand-over, or
+/// its coordinator stops answering: expected where a test makes that happen.
+const LOST: &[&str] = &["scale-out slots lost"];
+
+/// The flow `(s, t)` of `topic`, shared by every process started with it.
+fn config((s, t): (&str, &str), source: &Cluster, target: &Cluster, topic: &str) -> String {
+    format!(
+        "clusters = {s}, {t}\n{s}.bootstrap.servers = {}\n{t}.bootstrap.servers = {}\n\
+         {s}->{t}.enabled = true\n{s}->{t}.topics = {topic}\nreplication.factor = 1\n\
+         internal.topic.replication.factor = 1\nprogress.commit.interval.ms = 500\n\
+         emit.checkpoints.enabled = false\n\
+         scale.out.enabled = true\nscale.out.slots = {SLOTS}\n\
+         scale.out.session.timeout.ms = {SESSION_MS}\n",
+        source.bootstrap, target.bootstrap
+    )
+}
+
+/// Records `first..first + count` of `Workload produce` (100 bytes) into `topic`, at `rate`
+/// records a second (0: at once).
+fn produce(source: &Cluster, topic: &str, first: u64, count: u64, rate: u64) {
+    let (first, count, rate) = (first.to_string(), count.to_string(), rate.to_string());
+    kafka::produce(
+        source,
+        &[
+            "--topic",
+            topic,
+            "--first",
+            &first,
+            "--count",
+            &count,
+            "--value-size",
+            "100",
+            "--rate",
+            &rate,
+        ],
+    );
+}
+
+/// Produces in the background while `during` runs.
+fn producing<T>(
+    source: &Cluster,
+    topic: &str,
+    first: u64,
+    count: u64,
+    rate: u64,
+    during: impl FnOnce() -> T,
+) -> T {
+    std::thread::scope(|scope| {
+        let load = scope.spawn(|| produce(source, topic, first, count, rate));
+        let out = during();
+        load.join().unwrap();
+        out
+    })
+}
+
+/// The slots a process owns now, from the last `scale-out group joined` line of its log.
+fn slots_of(strait: &Strait) -> usize {
+    let log = strait.log_text();
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("scale-out group joined"))
+        .unwrap_or_default();
+    let field = line.split("\"slots\":").nth(1).unwrap_or("0");
+    field
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until the live processes split all the slots, each getting some.
+fn wait_split(members: &mut [&mut Strait]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let counts: Vec<usize> = members.iter().map(|m| slots_of(m)).collect();
+        if counts.iter().sum::<usize>() == SLOTS as usize && counts.iter().all(|&n| n > 0) {
+            eprintln!("slots per process: {counts:?}");
+            return;
+        }
+        for m in members.iter_mut() {
+            m.assert_running();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slots were not split among the processes: {counts:?}\n{}",
+            members
+                .iter()
+                .map(|m| m.log_text())
+                .collect::<Vec<_>>()
+                .join("\n----\n")
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn check(
+    what: &str,
+    strait: &mut Strait,
+    source: &Cluster,
+    topic: &str,
+    target: &Cluster,
+    remote: &str,
+) -> Report {
+    let timeout = Duration::from_secs(120);
+    sequence::check_caught_up(what, strait, (source, topic), (target, remote), timeout)
+}
+
+/// Three processes split a flow; one is SIGKILLed under load and its slots move to the
+/// others within the session timeout; a fourth joins; two stop gracefully. Nothing is lost
+/// or reordered; the kill repeats at most what its victim had not committed, the graceful
+/// hand-offs (a join, two stops) repeat nothing.
+#[test]
+fn processes_share_a_flow_and_hand_it_over_on_kill_join_and_stop() {
+    let _serial = serial();
+    let [source, target] = clusters();
+    let topic = kafka::unique("shared");
+    kafka::create_topic(source, &topic, PARTITIONS, &[]);
+    let remote = format!("sa.{topic}");
+    let config = config(("sa", "ta"), source, target, &topic);
+    produce(source, &topic, 0, 6000, 0);
+    let start = || Strait::start(&config, "properties");
+    let (mut a, mut b, mut c) = (start(), start(), start());
+    wait_split(&mut [&mut a, &mut b, &mut c]);
+    check("three processes", &mut a, source, &topic, target, &remote);
+
+    // A kill under load: its slots go to b and c once the session times out.
+    producing(source, &topic, 6000, 12_000, 2000, || {
+        std::thread::sleep(Duration::from_secs(2));
+        a.kill9();
+        wait_split(&mut [&mut b, &mut c]);
+    });
+    let killed = check("after a kill", &mut b, source, &topic, target, &remote);
+
+    // A graceful join and two graceful stops under load repeat nothing.
+    let mut d = start();
+    producing(source, &topic, 18_000, 12_000, 2000, || {
+        wait_split(&mut [&mut b, &mut c, &mut d]);
+        assert!(b.terminate().success(), "{}", b.log_text());
+        wait_split(&mut [&mut c, &mut d]);
+        assert!(c.terminate().success(), "{}", c.log_text());
+        wait_split(&mut [&mut d]);
+    });
+    let after = check(
+        "after a join and two stops",
+        &mut d,
+        source,
+        &topic,
+        target,
+        &remote,
+    );
+    assert_eq!(
+        after.duplicates(),
+        killed.duplicates(),
+        "graceful hand-offs repeated records:\n{after}"
+    );
+    for member in [&b, &c] {
+        let log = member.log_text();
+        assert!(log.contains("left the scale-out group"), "{log}");
+    }
+}
+
+/// A member frozen (SIGSTOP) past the session timeout loses its slots to the others; woken,
+/// it writes nothing for them (its lease ran out while it was frozen), logs that it lost
+/// them and joins again, and the group splits the slots anew. Nothing lost or reordered.
+#[test]
+fn a_frozen_member_loses_its_slots_and_writes_nothing_when_it_wakes() {
+    let _serial = serial();
+    let [source, target] = clusters();
+    let topic = kafka::unique("frozen");
+    kafka::create_topic(source, &topic, PARTITIONS, &[]);
+    let remote = format!("sb.{topic}");
+    let config = config(("sb", "tb"), source, target, &topic);
+    let start = || Strait::start(&config, "properties");
+    let mut a = start().allow(LOST);
+    let mut b = start();
+    produce(source, &topic, 0, 4000, 0);
+    wait_split(&mut [&mut a, &mut b]);
+    check("two processes", &mut b, source, &topic, target, &remote);
+    producing(source, &topic, 4000, 16_000, 2000, || {
+        std::thread::sleep(Duration::from_secs(1));
+        a.pause();
+        // b takes every slot once a's session timed out.
+        wait_split(&mut [&mut b]);
+        a.resume();
+        a.wait_for_log_line(Duration::from_secs(30), |l| {
+            l.contains("scale-out slots lost")
+        });
+        wait_split(&mut [&mut a, &mut b]);
+    });
+    check("after a freeze", &mut b, source, &topic, target, &remote);
+}
+
+/// A process whose settings differ (another slot count) joins the group but gets no work,
+/// and both sides say why; the others go on with every slot.
+#[test]
+fn a_member_with_other_settings_gets_no_work_and_is_told_why() {
+    let _serial = serial();
+    let [source, target] = clusters();
+    let topic = kafka::unique("mismatch");
+    kafka::create_topic(source, &topic, 4, &[]);
+    let config = config(("sc", "tc"), source, target, &topic);
+    let mut a = Strait::start(&config, "properties").allow(&["a scale-out member gets no work"]);
+    a.wait_for_log_line(Duration::from_secs(30), |l| {
+        l.contains("scale-out group joined")
+    });
+    let other = config.replace(&format!("scale.out.slots = {SLOTS}"), "scale.out.slots = 8");
+    let mut b = Strait::start(&other, "properties")
+        .allow(&["this member gets no work from the scale-out group's leader"]);
+    let line = b.wait_for_log_line(Duration::from_secs(30), |l| {
+        l.contains("this member gets no work")
+    });
+    assert!(line.contains("slots: 8 vs 12"), "{line}");
+    a.wait_for_log_line(Duration::from_secs(30), |l| {
+        l.contains("a scale-out member gets no work")
+    });
+    produce(source, &topic, 0, 400, 0);
+    let report = check(
+        "with a refused member",
+        &mut a,
+        source,
+        &topic,
+        target,
+        &format!("sc.{topic}"),
+    );
+    assert_eq!(report.duplicates(), 0);
+    assert_eq!(slots_of(&a), SLOTS as usize);
+    assert_eq!(slots_of(&b), 0);
+}
