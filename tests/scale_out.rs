@@ -254,3 +254,122 @@ fn a_member_with_other_settings_gets_no_work_and_is_told_why() {
     assert_eq!(slots_of(&a), SLOTS as usize);
     assert_eq!(slots_of(&b), 0);
 }
+
+/// Failover with the flow split between two processes: each writes the checkpoints of its
+/// own partitions, and RemoteClusterUtils (MM2's client library) translates a source group's
+/// offsets exactly, across the offset gaps of a transactional source with aborted
+/// transactions: each translated offset is the target offset of the very record the group
+/// reads next.
+#[test]
+fn a_split_flow_translates_group_offsets_exactly() {
+    let _serial = serial();
+    let [source, target] = clusters();
+    let topic = kafka::unique("split-failover");
+    kafka::create_topic(source, &topic, 6, &[]);
+    let remote = format!("sd.{topic}");
+    let txn = kafka::unique("split-txn");
+    kafka::produce(
+        source,
+        &[
+            "--topic",
+            &topic,
+            "--count",
+            "1200",
+            "--transactional-id",
+            &txn,
+            "--txn-size",
+            "10",
+            "--abort-every",
+            "3",
+        ],
+    );
+    let group = kafka::unique("split-group");
+    let read = kafka::consume(source, &topic, &group, 300);
+    assert_eq!(read.len(), 300);
+    let committed = kafka::committed_offsets(source, &group);
+    let config = config(("sd", "td"), source, target, &topic).replace(
+        "emit.checkpoints.enabled = false\n",
+        "emit.checkpoints.interval.seconds = 1\n",
+    );
+    let start = || Strait::start(&config, "properties");
+    let (mut a, mut b) = (start(), start());
+    wait_split(&mut [&mut a, &mut b]);
+    check("split flow", &mut a, source, &topic, target, &remote);
+
+    // The record each partition's group reads next, and where it is on the target.
+    let source_records = kafka::dump(source, &topic);
+    let target_records = kafka::dump(target, &remote);
+    let target_ends: std::collections::HashMap<i32, i64> =
+        kafka::end_offsets(target, &remote).into_iter().collect();
+    let expected: Vec<(String, i32, i64)> = committed
+        .iter()
+        .map(|(_, p, offset)| {
+            let next = source_records
+                .iter()
+                .find(|r| r.partition == *p && r.offset >= *offset);
+            let at = next.map_or(target_ends[p], |n| {
+                target_records
+                    .iter()
+                    .find(|r| r.partition == *p && r.value == n.value)
+                    .expect("the record is on the target")
+                    .offset
+            });
+            (remote.clone(), *p, at)
+        })
+        .collect();
+    a.wait_until("exact translations", Duration::from_secs(60), || {
+        let found = kafka::translate_offsets(target, "sd", &group);
+        (found == expected).then_some(())
+    });
+    b.assert_running();
+}
+
+/// Static membership: a process killed and restarted with the same `scale.out.instance.id`
+/// within the session timeout takes its slots back, and the other process keeps its own
+/// throughout (none of its slots revoked). Nothing lost or reordered.
+#[test]
+fn a_static_member_restarted_in_time_gets_its_slots_back() {
+    let _serial = serial();
+    let [source, target] = clusters();
+    let topic = kafka::unique("static");
+    kafka::create_topic(source, &topic, PARTITIONS, &[]);
+    let remote = format!("se.{topic}");
+    let config = config(("se", "te"), source, target, &topic);
+    let with_id = |id: &str| format!("{config}scale.out.instance.id = {id}\n");
+    let mut a = Strait::start(&with_id("a-0"), "properties");
+    let mut b = Strait::start(&with_id("b-0"), "properties");
+    produce(source, &topic, 0, 2000, 0);
+    wait_split(&mut [&mut a, &mut b]);
+    check(
+        "two static members",
+        &mut b,
+        source,
+        &topic,
+        target,
+        &remote,
+    );
+    let b_slots = slots_of(&b);
+    producing(source, &topic, 2000, 6000, 2000, || {
+        std::thread::sleep(Duration::from_secs(1));
+        a.kill9();
+        a.restart();
+        a.wait_for_log_line(Duration::from_secs(30), |l| {
+            l.contains("scale-out slots acquired")
+        });
+    });
+    check(
+        "after a static restart",
+        &mut b,
+        source,
+        &topic,
+        target,
+        &remote,
+    );
+    wait_split(&mut [&mut a, &mut b]);
+    assert_eq!(slots_of(&b), b_slots);
+    let log = b.log_text();
+    assert!(
+        !log.contains("scale-out slots released"),
+        "b gave slots away:\n{log}"
+    );
+}
