@@ -1228,9 +1228,11 @@ impl Running {
                 .filter(|tp| slots.contains(&assignor::slot_of(&tp.topic, tp.partition, slots_n)))
                 .collect()
         };
+        let metrics = self.side.reports.metrics.clone();
         let (slots, commit, done) = match change {
             Change::Acquired(slots) => {
                 membership.owned.extend(slots.iter().copied());
+                metrics.scale_out_slots(membership.owned.len());
                 let tps = in_slots(&slots);
                 tracing::info!(
                     slots = slots.len(),
@@ -1273,6 +1275,7 @@ impl Running {
         for slot in &slots {
             membership.owned.remove(slot);
         }
+        metrics.scale_out_slots(membership.owned.len());
         let partitions = in_slots(&slots);
         membership.handed.extend(partitions.iter().cloned());
         tracing::info!(

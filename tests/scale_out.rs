@@ -336,7 +336,9 @@ fn a_static_member_restarted_in_time_gets_its_slots_back() {
     let remote = format!("se.{topic}");
     let config = config(("se", "te"), source, target, &topic);
     let with_id = |id: &str| format!("{config}scale.out.instance.id = {id}\n");
-    let mut a = Strait::start(&with_id("a-0"), "properties");
+    let a_addr = format!("127.0.0.1:{}", kafka::free_port());
+    let listen = ["--metrics-listen", a_addr.as_str()];
+    let mut a = Strait::start_with(&with_id("a-0"), "properties", &listen);
     let mut b = Strait::start(&with_id("b-0"), "properties");
     produce(source, &topic, 0, 2000, 0);
     wait_split(&mut [&mut a, &mut b]);
@@ -367,6 +369,12 @@ fn a_static_member_restarted_in_time_gets_its_slots_back() {
     );
     wait_split(&mut [&mut a, &mut b]);
     assert_eq!(slots_of(&b), b_slots);
+    let owned: Vec<f64> = common::scrape::metrics(&a_addr)
+        .into_iter()
+        .filter(|s| s.name == "strait_scale_out_slots" && s.label("source") == "se")
+        .filter_map(|s| s.value)
+        .collect();
+    assert_eq!(owned, [(SLOTS as usize - b_slots) as f64]);
     let log = b.log_text();
     assert!(
         !log.contains("scale-out slots released"),

@@ -191,6 +191,7 @@ pub struct Metrics {
     last_commit: Family<FlowLabels, FloatGauge>,
     skipped: Family<SkipLabels, IntGauge>,
     buffer_bytes: Family<FlowLabels, IntGauge>,
+    scale_out_slots: Family<FlowLabels, IntGauge>,
     connectors: IntGauge,
     tasks: IntGauge,
     incoming: Family<ClientLabels, Counter>,
@@ -263,6 +264,11 @@ impl Metrics {
             &mut r,
             "strait_fetch_buffer_bytes",
             "Bytes of fetched batches held for the target (bounded by buffer.bytes)",
+        );
+        let scale_out_slots = register(
+            &mut r,
+            "strait_scale_out_slots",
+            "Slots of the flow this process replicates, as its scale-out group assigned them",
         );
         let batches = register(
             &mut r,
@@ -374,6 +380,7 @@ impl Metrics {
             last_commit,
             skipped,
             buffer_bytes,
+            scale_out_slots,
             connectors,
             tasks,
             incoming,
@@ -581,6 +588,14 @@ impl FlowMetrics {
         self.buffer_available
             .set(capacity.saturating_sub(bytes) as i64);
         self.active_records.set(records as i64);
+    }
+
+    /// This process replicates `slots` slots of the flow (a member of its scale-out group).
+    pub fn scale_out_slots(&self, slots: usize) {
+        self.metrics
+            .scale_out_slots
+            .get_or_create(&self.labels)
+            .set(slots as i64);
     }
 
     /// `batches` record batches of `bytes` bytes were fetched from the source.
