@@ -381,3 +381,67 @@ fn a_static_member_restarted_in_time_gets_its_slots_back() {
         "b gave slots away:\n{log}"
     );
 }
+
+/// The target cluster (the group's coordinator, and where everything is written) restarts
+/// under load, down longer than the members' leases: they pause writing on their own, and
+/// go on once the coordinator is back and says the slots are still theirs (or drop them and
+/// join again if not). Nothing lost or reordered.
+#[test]
+fn a_target_restart_under_a_split_flow_loses_nothing() {
+    let _serial = serial();
+    let source = &clusters()[0];
+    let target = Cluster::start("scale-target", &[]);
+    let topic = kafka::unique("restart");
+    kafka::create_topic(source, &topic, PARTITIONS, &[]);
+    let remote = format!("sf.{topic}");
+    let config = format!(
+        "{}sf.request.timeout.ms = 10000\ntf.request.timeout.ms = 10000\n",
+        config(("sf", "tf"), source, &target, &topic)
+    );
+    let start = || Strait::start(&config, "properties").allow(TARGET_DOWN);
+    let (mut a, mut b) = (start(), start());
+    produce(source, &topic, 0, 2000, 0);
+    wait_split(&mut [&mut a, &mut b]);
+    check(
+        "before the restart",
+        &mut a,
+        source,
+        &topic,
+        &target,
+        &remote,
+    );
+    producing(source, &topic, 2000, 12_000, 2000, || {
+        std::thread::sleep(Duration::from_secs(1));
+        target.stop();
+        std::thread::sleep(Duration::from_millis(SESSION_MS));
+        target.start_again();
+    });
+    check(
+        "after the restart",
+        &mut a,
+        source,
+        &topic,
+        &target,
+        &remote,
+    );
+    wait_split(&mut [&mut a, &mut b]);
+    let logs = format!("{}{}", a.log_text(), b.log_text());
+    assert!(
+        logs.contains("writing paused"),
+        "the leases did not run out:\n{logs}"
+    );
+}
+
+/// WARNs of a member while the target is down: the ones of one process
+/// (`tests/faults.rs`), and the group's.
+const TARGET_DOWN: &[&str] = &[
+    "cannot reach target broker",
+    "produce request failed; will resend",
+    "its fetching paused",
+    "target metadata refresh failed",
+    "heartbeat not written",
+    "scale-out slots lost",
+    "writing paused until it answers",
+    "the scale-out group's coordinator did not answer",
+    "cannot reach the scale-out group's coordinator",
+];

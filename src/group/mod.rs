@@ -12,15 +12,15 @@
 //! a slot taken away is handed over only once the flow drained and committed it
 //! ([`Change::Revoked`] waits for that), and then the member joins again, which lets the
 //! leader give it to its new owner. A member that cannot reach the coordinator for most of
-//! the session timeout stops its slots itself ([`Change::Lost`]): by then the group may
-//! have given them to another member.
+//! the session timeout writes nothing more ([`Lease`]) until the coordinator says whether
+//! its slots are still its own; if not, it drops them without a commit ([`Change::Lost`]).
 
 pub mod assignor;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -31,7 +31,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::kafka::backoff::Backoff;
@@ -87,7 +86,7 @@ pub enum Change {
 /// process is stopped.
 #[derive(Debug)]
 pub struct Lease {
-    origin: std::time::Instant,
+    origin: Instant,
     /// Milliseconds since `origin`.
     until_ms: AtomicU64,
 }
@@ -95,7 +94,7 @@ pub struct Lease {
 impl Default for Lease {
     fn default() -> Lease {
         Lease {
-            origin: std::time::Instant::now(),
+            origin: Instant::now(),
             until_ms: AtomicU64::new(0),
         }
     }
@@ -107,14 +106,14 @@ impl Lease {
     }
 
     /// Runs until `from + by`.
-    pub(crate) fn renew(&self, from: std::time::Instant, by: Duration) {
+    pub(crate) fn renew(&self, from: Instant, by: Duration) {
         let until = from.saturating_duration_since(self.origin) + by;
         self.until_ms
             .store(until.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// Runs until `from + by` at least, if it still runs now.
-    fn extend(&self, from: std::time::Instant, by: Duration) {
+    fn extend(&self, from: Instant, by: Duration) {
         if self.holds() {
             let until = (from.saturating_duration_since(self.origin) + by).as_millis() as u64;
             self.until_ms.fetch_max(until, Ordering::Relaxed);
@@ -146,7 +145,7 @@ pub async fn run(
         cluster,
         config,
         lease,
-        last_answer: std::time::Instant::now(),
+        last_answer: Instant::now(),
         changes,
         member_id: String::new(),
         generation: -1,
@@ -187,7 +186,7 @@ struct Member {
     config: GroupConfig,
     lease: Arc<Lease>,
     /// When the coordinator last answered this member.
-    last_answer: std::time::Instant,
+    last_answer: Instant,
     changes: mpsc::UnboundedSender<Change>,
     member_id: String,
     generation: i32,
@@ -215,7 +214,7 @@ impl Member {
     }
 
     /// The coordinator answered at `at` that the member is in good standing.
-    fn in_good_standing(&mut self, at: std::time::Instant) {
+    fn in_good_standing(&mut self, at: Instant) {
         self.last_answer = at;
         self.lease.renew(at, self.config.session_timeout * 2 / 3);
     }
@@ -355,7 +354,7 @@ impl Member {
             .with_protocol_type(Some(StrBytes::from_static_str(PROTOCOL_TYPE)))
             .with_protocol_name(Some(StrBytes::from_static_str(PROTOCOL_NAME)))
             .with_assignments(assignments);
-        let sent = std::time::Instant::now();
+        let sent = Instant::now();
         let synced = match conn.send(&sync).await {
             Ok(r) => r,
             Err(e) => return Err(self.io(e)),
@@ -413,7 +412,7 @@ impl Member {
             .with_generation_id(self.generation)
             .with_member_id(StrBytes::from_string(self.member_id.clone()))
             .with_group_instance_id(self.instance_id());
-        let sent = std::time::Instant::now();
+        let sent = Instant::now();
         match conn.send(&request).await {
             Ok(r) if r.error_code == 0 => {
                 self.in_good_standing(sent);
@@ -427,25 +426,32 @@ impl Member {
         }
     }
 
-    /// Heartbeats while the group is stable; returns why to join again. Without an answer
-    /// from the coordinator for two thirds of the session timeout, the member stops its
-    /// slots: the coordinator is about to give them away, if it has not already.
+    /// Heartbeats while the group is stable; returns why to join again. A coordinator that
+    /// cannot be reached keeps being tried; meanwhile the lease runs out (the engine then
+    /// writes nothing, said once here), and the coordinator's answer once it is back tells
+    /// whether the slots are still this member's (they are, and writing goes on, nothing
+    /// repeated) or not ([`Rejoin::Reset`]: they are dropped without a commit).
     async fn heartbeats(&mut self) -> RoundEnd {
-        let mut last_ok = Instant::now();
+        let mut paused = false;
         loop {
             tokio::time::sleep(self.heartbeat_interval()).await;
-            match self.heartbeat().await {
-                Ok(()) => last_ok = Instant::now(),
+            // A coordinator that cannot be found or does not answer is given up on after an
+            // interval, and tried again.
+            let beat = tokio::time::timeout(self.heartbeat_interval(), self.heartbeat()).await;
+            let beat = beat.unwrap_or_else(|_| {
+                self.conn = None;
+                Err(Ok(Rejoin::Soon))
+            });
+            match beat {
+                Ok(()) => {
+                    if std::mem::take(&mut paused) {
+                        tracing::info!(group = %self.config.group, "the group coordinator answers again and this member keeps its slots: writing goes on");
+                    }
+                }
                 Err(Ok(Rejoin::Soon)) if self.conn.is_none() => {
-                    if last_ok.elapsed() >= self.config.session_timeout * 2 / 3
-                        && !self.owned.is_empty()
-                    {
-                        self.lose(
-                            "no answer from the group coordinator for most of the session timeout",
-                        )
-                        .await;
-                        // Back in the group's count once the coordinator answers again.
-                        return Ok(Rejoin::Soon);
+                    if !paused && !self.lease.holds() && !self.owned.is_empty() {
+                        paused = true;
+                        tracing::warn!(group = %self.config.group, slots = self.owned.len(), "no answer from the scale-out group's coordinator for most of the session timeout: writing paused until it answers (its slots may be given to another process meanwhile)");
                     }
                 }
                 Err(end) => return end,
