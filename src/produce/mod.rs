@@ -23,7 +23,7 @@
 //! decides what every Produce answer means for it, without I/O; this module carries the
 //! decisions out: the loop, connections, requests, the producer id and the fetcher.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -779,7 +779,9 @@ impl Engine {
             return;
         }
         let now = Instant::now();
-        let mut leaders: Vec<i32> = Vec::new();
+        // The partitions with batches waiting, by leader: the requests built below look at
+        // those only (with thousands of partitions, most have nothing to send).
+        let mut waiting: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
         for i in 0..self.parts.len() {
             // Position-only entries at the front of an idle partition are acknowledged at once.
             let done = self.parts[i].take_positions();
@@ -788,14 +790,10 @@ impl Engine {
             }
             let part = &self.parts[i];
             if let Some(leader) = part.leader.filter(|_| !part.queue.is_empty()) {
-                if leaders.last() != Some(&leader) {
-                    leaders.push(leader);
-                }
+                waiting.entry(leader).or_default().push(i);
             }
         }
-        leaders.sort_unstable();
-        leaders.dedup();
-        for broker in leaders {
+        for (broker, candidates) in waiting {
             if self.throttled_until.get(&broker).is_some_and(|t| *t > now) {
                 continue;
             }
@@ -804,7 +802,7 @@ impl Engine {
                 match self.conns.get(&broker).filter(|c| c.is_usable()) {
                     Some(c) => {
                         let conn = c.clone();
-                        if !self.send_to(broker, conn, now) {
+                        if !self.send_to(broker, conn, now, &candidates) {
                             break;
                         }
                     }
@@ -864,15 +862,23 @@ impl Engine {
         }
     }
 
-    /// Sends `broker` one request with what its partitions can take now; whether one went
+    /// Sends `broker` one request with what its partitions among `candidates` (those with
+    /// batches waiting) can take now; whether one went
     /// out (false: nothing to send, or the connection failed).
-    fn send_to(&mut self, broker: i32, conn: Connection, now: Instant) -> bool {
+    fn send_to(
+        &mut self,
+        broker: i32,
+        conn: Connection,
+        now: Instant,
+        candidates: &[usize],
+    ) -> bool {
         let (pid, epoch) = self.producer;
         let mut topics: Vec<TopicData> = Vec::new();
         let mut topic_index = HashMap::new();
         let mut sent = Vec::new();
         let mut size = 0usize;
-        for (i, part) in self.parts.iter_mut().enumerate() {
+        for &i in candidates {
+            let part = &mut self.parts[i];
             if part.leader != Some(broker)
                 || part.failed
                 || part.stopped
