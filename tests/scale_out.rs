@@ -445,3 +445,47 @@ const TARGET_DOWN: &[&str] = &[
     "the scale-out group's coordinator did not answer",
     "cannot reach the scale-out group's coordinator",
 ];
+
+/// Two processes started with the same `scale.out.instance.id` (a copied config): the
+/// second takes the first's place in the group, the first is fenced by the coordinator
+/// (FENCED_INSTANCE_ID), drops its slots without writing more and exits 1 naming the id;
+/// the second replicates everything. Nothing lost or reordered.
+#[test]
+fn a_second_process_with_the_same_instance_id_fences_the_first() {
+    let _serial = serial();
+    let [source, target] = clusters();
+    let topic = kafka::unique("same-id");
+    kafka::create_topic(source, &topic, PARTITIONS, &[]);
+    let remote = format!("sg.{topic}");
+    let config = format!(
+        "{}scale.out.instance.id = copied\n",
+        config(("sg", "tg"), source, target, &topic)
+    );
+    let mut first = Strait::start(&config, "properties").allow(&[
+        "scale-out slots lost",
+        "another process runs with scale.out.instance.id copied",
+        "flow failed",
+    ]);
+    produce(source, &topic, 0, 2000, 0);
+    wait_split(&mut [&mut first]);
+    check("one process", &mut first, source, &topic, target, &remote);
+    let mut second = Strait::start(&config, "properties");
+    let status = producing(source, &topic, 2000, 4000, 2000, || {
+        first.wait_exit(Duration::from_secs(60))
+    });
+    let log = first.log_text();
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("another process runs with scale.out.instance.id copied"),
+        "{log}"
+    );
+    wait_split(&mut [&mut second]);
+    check(
+        "the second process",
+        &mut second,
+        source,
+        &topic,
+        target,
+        &remote,
+    );
+}

@@ -161,7 +161,14 @@ pub async fn run(
         };
         match round {
             Ok(()) => backoff.reset(),
-            Err(Err(e)) => return Err(e),
+            Err(Err(e)) => {
+                // Another process may have the slots now: nothing more is written or
+                // committed for them on the way out.
+                member
+                    .lose("the group coordinator refused this member for good")
+                    .await;
+                return Err(e);
+            }
             Err(Ok(Rejoin::Soon)) => {}
             Err(Ok(Rejoin::Reset)) => {
                 member.member_id.clear();
