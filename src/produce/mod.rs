@@ -441,9 +441,7 @@ impl Engine {
             if !r.commit {
                 // A commit not sent yet may carry their positions: the next one is made
                 // without them.
-                self.parts[self.progress_part]
-                    .queue
-                    .retain(|e| e.seq.is_some());
+                self.parts[self.progress_part].drop_unsent();
             }
             let _ = r.done.send(());
         }
@@ -753,7 +751,7 @@ impl Engine {
         // One commit waits at most: the new one replaces what was never sent (its positions
         // are as new or newer), or a target outage would queue a whole commit per tick.
         // Batches sent once keep their place and their sequences.
-        part.queue.retain(|e| e.seq.is_some());
+        part.drop_unsent();
         for (batch, range) in batches {
             part.queue.push_back(Entry {
                 commits: changed[range].to_vec(),

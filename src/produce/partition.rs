@@ -510,18 +510,32 @@ impl Partition {
         let due = self
             .refused_since
             .is_some_and(|since| now.saturating_duration_since(since) >= PAUSE_AFTER);
-        // Sent entries (with a sequence) come first in the queue: requeued ones go in front.
-        let kept = self.queue.iter().take_while(|e| e.seq.is_some()).count();
-        if self.paused || self.stopped || !due || (kept == 0 && self.inflight.is_empty()) {
+        if self.paused
+            || self.stopped
+            || !due
+            || (self.sent_queued() == 0 && self.inflight.is_empty())
+        {
             return None;
         }
-        self.queue.truncate(kept);
+        self.drop_unsent();
         self.paused = true;
         self.generation = self.generation.wrapping_add(1);
         self.queue
             .back()
             .or(self.inflight.back())
             .map(|e| e.source_next)
+    }
+
+    /// Queued entries sent before (they have a sequence): they come first in the queue,
+    /// requeued ones going in front.
+    fn sent_queued(&self) -> usize {
+        self.queue.iter().take_while(|e| e.seq.is_some()).count()
+    }
+
+    /// Lets go of the queued entries never sent; those sent keep their place and their
+    /// sequences (the target's sequence check needs them back).
+    pub fn drop_unsent(&mut self) {
+        self.queue.truncate(self.sent_queued());
     }
 
     /// The flow no longer replicates the partition (its topic left the filter): the batches
@@ -533,8 +547,7 @@ impl Partition {
         if self.dropped || self.stopped {
             return false;
         }
-        let kept = self.queue.iter().take_while(|e| e.seq.is_some()).count();
-        self.queue.truncate(kept);
+        self.drop_unsent();
         self.dropped = true;
         // Nothing written here yet: fetching starts over where the flow's assignment says.
         if self.acked.source_next >= 0 || !self.idle() {
@@ -549,8 +562,7 @@ impl Partition {
     /// sent yet are let go (those sent keep their sequence numbers and are written).
     pub fn hand_over(&mut self, commit: bool) {
         if !commit {
-            let kept = self.queue.iter().take_while(|e| e.seq.is_some()).count();
-            self.queue.truncate(kept);
+            self.drop_unsent();
         }
         self.dropped = true;
         self.generation = self.generation.wrapping_add(1);
