@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use common::kafka::{self, Cluster};
 use common::proxy::{Pair, Stream, Toxic};
 use common::sequence::{self, Report};
-use common::strait::{log_level, Strait};
+use common::strait::{log_level, Strait, TARGET_DOWN};
 
 /// One fault test at a time (a failed one poisons the lock; the next still runs).
 fn serial() -> MutexGuard<'static, ()> {
@@ -446,17 +446,6 @@ fn assert_noticed(strait: &Strait, what: &str, patterns: &[&str]) {
         "{what}: strait noticed nothing; did the fault take effect?\n{log}"
     );
 }
-
-/// WARNs of a strait that loses its target for longer than the request timeout: it cannot
-/// dial the broker, requests in flight time out, metadata cannot be refreshed, heartbeats
-/// (written to the target) fail.
-const TARGET_DOWN: &[&str] = &[
-    "cannot reach target broker",
-    "produce request failed; will resend",
-    "its fetching paused",
-    "target metadata refresh failed",
-    "heartbeat not written",
-];
 
 /// WARNs of a strait that loses its source: fetches fail and partitions cannot be placed.
 const SOURCE_DOWN: &[&str] = &[

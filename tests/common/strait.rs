@@ -16,6 +16,17 @@ use strait::kafka::TopicPartition;
 
 use super::kafka::Cluster;
 
+/// WARNs of a strait that loses its target for longer than the request timeout: it cannot
+/// dial the broker, requests in flight time out, metadata cannot be refreshed, heartbeats
+/// (written to the target) fail.
+pub const TARGET_DOWN: &[&str] = &[
+    "cannot reach target broker",
+    "produce request failed; will resend",
+    "its fetching paused",
+    "target metadata refresh failed",
+    "heartbeat not written",
+];
+
 /// A running `strait run <config>`.
 pub struct Strait {
     child: Option<Child>,
