@@ -422,6 +422,18 @@ fn mine(membership: &Option<Membership>, tp: &TopicPartition) -> bool {
     membership.as_ref().is_none_or(|m| m.owns(tp))
 }
 
+/// The offset map of `tp` as it was: the offset syncs `written` for it, bounded by its
+/// committed position (and translated as MM2 does below where strait took it over).
+fn restored_map(
+    written: &HashMap<TopicPartition, Vec<(i64, i64)>>,
+    tp: &TopicPartition,
+    committed: Option<(Position, Lineage)>,
+) -> OffsetMap {
+    let syncs = written.get(tp).cloned().unwrap_or_default();
+    OffsetMap::from_syncs(syncs, committed.map(|(pos, _)| pos))
+        .taken_over_at(committed.map_or(-1, |(_, from)| from.taken_over_at))
+}
+
 /// The committed positions in `topic` on `target`, and whether the topic is still to be
 /// created (nothing committed yet).
 async fn committed(
@@ -570,9 +582,18 @@ async fn start(
         events_tx,
         fetch_shutdown.clone(),
     );
+    // A member of a scale-out group reads the offset syncs of the partitions it gets, when
+    // it gets them (`Running::regroup`).
+    let load_syncs = async {
+        if flow.scale_out.enabled {
+            Ok(HashMap::new())
+        } else {
+            offset_sync::load(&syncs_cluster, &syncs_topic).await
+        }
+    };
     let ((resume, create_progress, taken), written, engine, first_discovery) = tokio::try_join!(
         restore_progress,
-        offset_sync::load(&syncs_cluster, &syncs_topic),
+        load_syncs,
         Engine::new(
             data_target,
             produce,
@@ -604,11 +625,7 @@ async fn start(
     *translations.lock().unwrap() = resume
         .iter()
         .filter(|_| !flow.scale_out.enabled)
-        .map(|(tp, (pos, lineage))| {
-            let syncs = written.get(tp).cloned().unwrap_or_default();
-            let map = OffsetMap::from_syncs(syncs, Some(*pos)).taken_over_at(lineage.taken_over_at);
-            (tp.clone(), map)
-        })
+        .map(|(tp, committed)| (tp.clone(), restored_map(&written, tp, Some(*committed))))
         .collect();
     migration::report_repeats(flow, target, &taken, &translations).await;
     let (commands, commands_rx) = mpsc::unbounded_channel();
@@ -626,8 +643,7 @@ async fn start(
     // Its last stats reach `stats` before it returns.
     engine_task.spawn("produce engine", async move { run.await.map(drop) });
     let syncs_shutdown = CancellationToken::new();
-    let (syncs_cluster_for_group, syncs_topic_for_group) =
-        (syncs_cluster.clone(), syncs_topic.clone());
+    let syncs_at = (syncs_cluster.clone(), syncs_topic.clone());
     syncs.spawn(
         "offset syncs writer",
         offset_sync::run(
@@ -655,7 +671,7 @@ async fn start(
         engine_shutdown,
         syncs,
         syncs_shutdown,
-        syncs_at: (syncs_cluster_for_group, syncs_topic_for_group),
+        syncs_at,
         resume,
         create_progress,
         progress_topic,
@@ -1258,12 +1274,7 @@ impl Running {
                             self.resume.insert(tp.clone(), *now);
                         }
                     }
-                    let resumed = self.resume.get(&tp).copied();
-                    let map = OffsetMap::from_syncs(
-                        written.get(&tp).cloned().unwrap_or_default(),
-                        resumed.map(|(pos, _)| pos),
-                    )
-                    .taken_over_at(resumed.map_or(-1, |(_, from)| from.taken_over_at));
+                    let map = restored_map(&written, &tp, self.resume.get(&tp).copied());
                     translations.lock().unwrap().insert(tp.clone(), map);
                     self.route(flow, tp, false);
                 }
