@@ -155,13 +155,12 @@ pub async fn run(
     };
     let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
     loop {
-        let round = tokio::select! {
+        let Err(end) = tokio::select! {
             r = member.round() => r,
             () = shutdown.cancelled() => break,
         };
-        match round {
-            Ok(()) => backoff.reset(),
-            Err(Err(e)) => {
+        match end {
+            Err(e) => {
                 // Another process may have the slots now: nothing more is written or
                 // committed for them on the way out.
                 member
@@ -169,8 +168,8 @@ pub async fn run(
                     .await;
                 return Err(e);
             }
-            Err(Ok(Rejoin::Soon)) => {}
-            Err(Ok(Rejoin::Reset)) => {
+            Ok(Rejoin::Soon) => {}
+            Ok(Rejoin::Reset) => {
                 member.member_id.clear();
                 member.generation = -1;
                 member
@@ -178,10 +177,14 @@ pub async fn run(
                     .await;
             }
         }
+        if member.conn.is_some() {
+            // The coordinator answers: join again at once.
+            backoff.reset();
+            continue;
+        }
         tokio::select! {
-            () = tokio::time::sleep(backoff.next_delay()), if member.conn.is_none() => {}
+            () = tokio::time::sleep(backoff.next_delay()) => {}
             () = shutdown.cancelled() => break,
-            () = std::future::ready(()), if member.conn.is_some() => {}
         }
     }
     member.leave().await;
@@ -204,7 +207,7 @@ struct Member {
     refused: String,
 }
 
-/// A round's end: `Ok(Ok(reason))` to join again, `Ok(Err(e))` fatal.
+/// A round's end: `Ok(why)` to join again, `Err(e)` fatal.
 type RoundEnd = Result<Rejoin, KafkaError>;
 
 impl Member {
@@ -296,7 +299,7 @@ impl Member {
 
     /// One generation: join, sync, act on the assignment, heartbeat until the group
     /// rebalances. Every way out is a reason to join again, or a fatal error.
-    async fn round(&mut self) -> Result<(), RoundEnd> {
+    async fn round(&mut self) -> Result<std::convert::Infallible, RoundEnd> {
         let conn = self.coordinator().await?;
         let subscription = Subscription {
             fingerprint: self.config.fingerprint.clone(),
