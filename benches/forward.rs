@@ -138,7 +138,7 @@ fn produce(partitions: Partitions, version: i16) -> usize {
         if topics.is_empty() {
             return sent;
         }
-        let frame = produce_request::encode(version, -1, 30_000, &topics);
+        let frame = produce_request::encode(version, None, -1, 30_000, &topics);
         sent += frame.remaining();
         black_box(frame);
     }

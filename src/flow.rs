@@ -534,7 +534,11 @@ async fn start(
     let produce = ProduceConfig {
         max_in_flight: flow.produce_max_in_flight,
         max_request_bytes: flow.produce_max_request_bytes,
-        commit_interval: Duration::from_millis(flow.progress_commit_interval_ms),
+        // In exactly-once mode progress is committed with every transaction.
+        commit_interval: Duration::from_millis(match flow.exactly_once.enabled {
+            true => flow.exactly_once.transaction_interval_ms,
+            false => flow.progress_commit_interval_ms,
+        }),
         drain_timeout: Duration::from_millis(flow.shutdown_drain_timeout_ms),
         coalesce_bytes: flow.produce_coalesce_bytes,
         // A scale-out group's members share the flow: the group, not a fencing id, keeps
@@ -544,6 +548,7 @@ async fn start(
             .clone()
             .filter(|_| !flow.scale_out.enabled),
         delivery_timeout: Duration::from_millis(flow.produce_delivery_timeout_ms),
+        exactly_once: flow.exactly_once.enabled,
     };
     let translations: Translations = Arc::default();
     let (syncs_tx, syncs_rx) = offset_sync::queue();

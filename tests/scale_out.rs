@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::kafka::{self, clusters, Cluster};
-use common::sequence::{self, Report};
+use common::sequence::{self, produce, producing, Report};
 use common::strait::{Strait, TARGET_DOWN};
 
 /// The processes of these tests are many JVMs and strait processes on two cores: one test
@@ -40,44 +40,6 @@ fn config((s, t): (&str, &str), source: &Cluster, target: &Cluster, topic: &str)
          scale.out.session.timeout.ms = {SESSION_MS}\n",
         source.bootstrap, target.bootstrap
     )
-}
-
-/// Records `first..first + count` of `Workload produce` (100 bytes) into `topic`, at `rate`
-/// records a second (0: at once).
-fn produce(source: &Cluster, topic: &str, first: u64, count: u64, rate: u64) {
-    let (first, count, rate) = (first.to_string(), count.to_string(), rate.to_string());
-    kafka::produce(
-        source,
-        &[
-            "--topic",
-            topic,
-            "--first",
-            &first,
-            "--count",
-            &count,
-            "--value-size",
-            "100",
-            "--rate",
-            &rate,
-        ],
-    );
-}
-
-/// Produces in the background while `during` runs.
-fn producing<T>(
-    source: &Cluster,
-    topic: &str,
-    first: u64,
-    count: u64,
-    rate: u64,
-    during: impl FnOnce() -> T,
-) -> T {
-    std::thread::scope(|scope| {
-        let load = scope.spawn(|| produce(source, topic, first, count, rate));
-        let out = during();
-        load.join().unwrap();
-        out
-    })
 }
 
 /// The slots a process owns now, from the last `scale-out group joined` line of its log.

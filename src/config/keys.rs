@@ -149,6 +149,17 @@ pub(crate) fn parse_bool(v: &str) -> Result<bool, String> {
     }
 }
 
+/// Connect's `exactly.once.source.support`: `enabled`, or `preparing`/`disabled` (off).
+fn parse_exactly_once_support(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "enabled" => Ok(true),
+        "preparing" | "disabled" => Ok(false),
+        _ => Err(format!(
+            "expected enabled, preparing or disabled, got `{v}`"
+        )),
+    }
+}
+
 /// Kafka `Type.INT/LONG/SHORT`: a decimal integer; ranges are checked in validation.
 pub(crate) fn parse_int(v: &str) -> Result<i64, String> {
     v.parse::<i64>()
@@ -984,6 +995,47 @@ pub static KEYS: &[KeySpec] = &[
         "While MM2 still runs the flow (its Connect group `<source>-mm2` on the target \
              has members) strait refuses to start; true: it waits until MM2 is gone, then \
              takes over (`strait run --takeover`).",
+    ),
+    KeySpec::new(
+        "exactly.once",
+        Flow,
+        "false",
+        flow!(exactly_once, parse_bool),
+    )
+    .toml("exactly_once")
+    .strait()
+    .doc(
+        "Exactly-once: each transaction interval's records and the progress records of \
+             the positions they reach go to the target in one transaction under \
+             `fencing.transactional.id`, so that a read_committed reader of the target sees \
+             every source record once, across crashes and restarts. Each transaction takes \
+             one target offset per partition written (its commit marker). See \
+             docs/scaling.md.",
+    ),
+    KeySpec::new(
+        "exactly.once.source.support",
+        Flow,
+        "disabled",
+        flow!(exactly_once, parse_exactly_once_support),
+    )
+    .toml("exactly_once")
+    .doc(
+        "MirrorMaker 2's worker switch, read as `exactly.once`: `enabled` turns it on, \
+             `preparing` and `disabled` leave it off; `exactly.once` wins if both are set.",
+    ),
+    KeySpec::new(
+        "exactly.once.transaction.interval.ms",
+        Flow,
+        "500",
+        flow!(exactly_once_transaction_interval_ms, parse_int),
+    )
+    .toml("exactly_once_transaction_interval_ms")
+    .strait()
+    .doc(
+        "How often the open transaction is committed in exactly-once mode, in \
+             milliseconds (10..30000): a read_committed reader of the target sees a record \
+             up to this much later; progress is committed with every transaction \
+             (`progress.commit.interval.ms` is not used).",
     ),
     KeySpec::new(
         "scale.out.enabled",

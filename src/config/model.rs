@@ -311,6 +311,17 @@ pub struct ScaleOut {
     pub session_timeout_ms: u64,
 }
 
+/// Exactly-once: each commit interval's records and the progress records of the positions
+/// they reach go to the target in one transaction (`crate::produce::transaction`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExactlyOnce {
+    /// `exactly.once`, or MM2's `exactly.once.source.support = enabled`.
+    pub enabled: bool,
+    /// How often the open transaction is committed, in milliseconds: how much later than
+    /// at-least-once a read_committed reader of the target sees a record, at most.
+    pub transaction_interval_ms: u64,
+}
+
 /// One enabled `source->target` replication flow and every knob it has.
 #[derive(Clone, Debug)]
 pub struct FlowConfig {
@@ -351,6 +362,8 @@ pub struct FlowConfig {
     pub takeover: Takeover,
     /// Sharing the flow with other processes (`scale.out.*`).
     pub scale_out: ScaleOut,
+    /// Exactly-once mode (`exactly.once.*`).
+    pub exactly_once: ExactlyOnce,
     /// Where to start partitions with no committed progress. Default `Earliest`.
     pub offset_reset: OffsetReset,
     /// MM2 `tasks.max`, default 1. strait is not task-based; this is only a parallelism hint.
@@ -430,6 +443,7 @@ impl FlowConfig {
             fencing_transactional_id,
             takeover,
             scale_out,
+            exactly_once,
             offset_reset,
             tasks_max,
             emit_heartbeats,
@@ -484,6 +498,7 @@ impl FlowConfig {
             ),
             ("takeover.*", *takeover == other.takeover),
             ("scale.out.*", *scale_out == other.scale_out),
+            ("exactly.once.*", *exactly_once == other.exactly_once),
             ("offset.reset", *offset_reset == other.offset_reset),
             ("tasks.max", *tasks_max == other.tasks_max),
             (
@@ -591,6 +606,8 @@ pub mod defaults {
     pub const SCALE_OUT_SLOTS: u32 = 64;
     /// `scale.out.session.timeout.ms`.
     pub const SCALE_OUT_SESSION_TIMEOUT_MS: u64 = 10_000;
+    /// `exactly.once.transaction.interval.ms`.
+    pub const EXACTLY_ONCE_TRANSACTION_INTERVAL_MS: u64 = 500;
     /// `tasks.max` (Connect's default).
     pub const TASKS_MAX: u32 = 1;
     /// `emit.heartbeats.enabled` / `.interval.seconds` = true / 1.

@@ -172,6 +172,8 @@ pub(crate) struct RawFlow {
     pub scale_out_instance_id: Option<Sourced<String>>,
     pub scale_out_slots: Option<Sourced<i64>>,
     pub scale_out_session_timeout_ms: Option<Sourced<i64>>,
+    pub exactly_once: Option<Sourced<bool>>,
+    pub exactly_once_transaction_interval_ms: Option<Sourced<i64>>,
     pub offset_reset: Option<Sourced<OffsetReset>>,
     pub metrics_aggregation: Option<Sourced<MetricsAggregation>>,
     pub tasks_max: Option<Sourced<i64>>,

@@ -15,8 +15,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::error::{ConfigError, ConfigWarning, WarningKind};
 use super::model::{
-    defaults, ClusterConfig, Config, FlowConfig, Identity, Interval, SaslConfig, SaslCredentials,
-    SaslMechanism, ScaleOut, Secret, Takeover, TlsConfig, TlsVersion, TokenSource,
+    defaults, ClusterConfig, Config, ExactlyOnce, FlowConfig, Identity, Interval, SaslConfig,
+    SaslCredentials, SaslMechanism, ScaleOut, Secret, Takeover, TlsConfig, TlsVersion, TokenSource,
     TLS_CIPHER_SUITES,
 };
 use super::raw::{Format, Origin, PolicyKind, Pos, RawCluster, RawConfig, RawFlow, Sourced};
@@ -1237,6 +1237,35 @@ impl<'a> Validator<'a> {
                 3_600_000,
             )? as u64,
         };
+        let exactly_once = ExactlyOnce {
+            enabled: layers.get(|f| &f.exactly_once).is_some_and(|e| e.value),
+            transaction_interval_ms: self.int(
+                layers.get(|f| &f.exactly_once_transaction_interval_ms),
+                &path("exactly_once_transaction_interval_ms"),
+                defaults::EXACTLY_ONCE_TRANSACTION_INTERVAL_MS as i64,
+                10,
+                // Well inside the transaction timeout strait registers (60 s).
+                30_000,
+            )? as u64,
+        };
+        if let Some(on) = layers.get(|f| &f.exactly_once).filter(|e| e.value) {
+            if fencing_transactional_id.is_none() {
+                return Err(self.error(
+                    Some(&on.origin),
+                    &path("exactly_once"),
+                    "needs a transactional id: `fencing.transactional.id` is set empty".into(),
+                ));
+            }
+            if scale_out.enabled {
+                return Err(self.error(
+                    Some(&on.origin),
+                    &path("exactly_once"),
+                    "is not available with `scale.out.enabled = true` yet: one process \
+                     runs an exactly-once flow"
+                        .into(),
+                ));
+            }
+        }
         let offset_reset = layers
             .get(|f| &f.offset_reset)
             .map_or_else(Default::default, |s| s.value);
@@ -1376,6 +1405,7 @@ impl<'a> Validator<'a> {
             fencing_transactional_id,
             takeover,
             scale_out,
+            exactly_once,
             offset_reset,
             tasks_max,
             emit_heartbeats,
@@ -1411,6 +1441,26 @@ mod tests {
 
     fn err(extra: &str) -> ConfigError {
         parse_properties(&format!("{BASE}{extra}"), "mm2.properties").unwrap_err()
+    }
+
+    #[test]
+    fn exactly_once_names_what_it_cannot_run_with() {
+        let flow = "source->target.enabled = true\n";
+        let e = err(&format!(
+            "{flow}scale.out.enabled = true\nexactly.once = true\n"
+        ));
+        assert_eq!((e.line(), e.key()), (Some(6), Some("exactly.once")));
+        assert!(e.to_string().contains("scale.out.enabled"), "{e}");
+        let e = err(&format!(
+            "{flow}fencing.transactional.id =\nexactly.once.source.support = enabled\n"
+        ));
+        assert_eq!(e.key(), Some("exactly.once.source.support"));
+        assert!(e.to_string().contains("fencing.transactional.id"), "{e}");
+        let e = err(&format!("{flow}exactly.once.source.support = on\n"));
+        assert!(
+            e.to_string().contains("enabled, preparing or disabled"),
+            "{e}"
+        );
     }
 
     #[test]

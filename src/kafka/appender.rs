@@ -47,8 +47,8 @@ async fn append_once(
         partitions: vec![(tp.partition, stamped.clone())],
     }];
     let response = conn
-        .start_encoded::<ProduceRequest>(|version| {
-            produce_request::encode(version, -1, cluster.timeout_ms(), &topics)
+        .start_encoded::<ProduceRequest>(i16::MAX, |version| {
+            produce_request::encode(version, None, -1, cluster.timeout_ms(), &topics)
         })?
         .response()
         .await?;

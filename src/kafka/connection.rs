@@ -309,6 +309,26 @@ impl Connection {
         self.start(req)?.response().await
     }
 
+    /// Like [`Connection::send`], at version `at_most` or lower: for requests whose newer
+    /// versions mean something else (AddPartitionsToTxn v4+ is for brokers only).
+    pub async fn send_at_most<R: Request>(
+        &self,
+        at_most: i16,
+        req: &R,
+    ) -> Result<R::Response, KafkaError> {
+        let version = self.negotiated::<R>(at_most)?;
+        queue::<R>(
+            &self.inner,
+            Lane::Requests,
+            version,
+            |correlation, client_id| {
+                codec::encode_request(req, version, correlation, client_id).map(Segments::from)
+            },
+        )?
+        .response()
+        .await
+    }
+
     /// Queues `req` now, in call order, and returns the handle to await its response:
     /// what keeps pipelined Produce requests of one partition in sequence order.
     pub fn start<R: Request>(&self, req: &R) -> Result<InFlight<R>, KafkaError> {
@@ -321,19 +341,20 @@ impl Connection {
     }
 
     fn start_on<R: Request>(&self, lane: Lane, req: &R) -> Result<InFlight<R>, KafkaError> {
-        let version = self.negotiated::<R>()?;
+        let version = self.negotiated::<R>(i16::MAX)?;
         queue(&self.inner, lane, version, |correlation, client_id| {
             codec::encode_request(req, version, correlation, client_id).map(Segments::from)
         })
     }
 
     /// Like [`Connection::start`], for a request of type `R` whose body the caller encodes
-    /// itself, at the version `encode_body` is given.
+    /// itself, at the version `encode_body` is given: `at_most` or lower.
     pub fn start_encoded<R: Request>(
         &self,
+        at_most: i16,
         encode_body: impl FnOnce(i16) -> Segments,
     ) -> Result<InFlight<R>, KafkaError> {
-        let version = self.negotiated::<R>()?;
+        let version = self.negotiated::<R>(at_most)?;
         let body = encode_body(version);
         queue(
             &self.inner,
@@ -349,8 +370,10 @@ impl Connection {
         )
     }
 
-    fn negotiated<R: Request>(&self) -> Result<i16, KafkaError> {
+    fn negotiated<R: Request>(&self, at_most: i16) -> Result<i16, KafkaError> {
         self.version::<R>()
+            .map(|v| v.min(at_most))
+            .filter(|&v| v >= R::VERSIONS.min)
             .ok_or_else(|| KafkaError::UnsupportedApi {
                 addr: self.inner.addr.clone(),
                 api: api_name(R::KEY),

@@ -21,6 +21,7 @@ pub mod produce_request;
 pub mod sasl;
 pub mod segments;
 pub mod tls;
+pub mod transaction;
 
 pub use cluster::{BrokerLinks, Cluster, PartitionMeta, TopicMeta};
 pub use connection::Connection;

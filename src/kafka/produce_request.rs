@@ -47,14 +47,25 @@ impl TopicData {
 
 /// Encodes `transactional_id = null, acks, timeout_ms, topic_data` at `version`, one of
 /// `ProduceRequest::VERSIONS` (the range a connection negotiates for Produce).
-pub fn encode(version: i16, acks: i16, timeout_ms: i32, topics: &[TopicData]) -> Segments {
+pub fn encode(
+    version: i16,
+    transactional_id: Option<&str>,
+    acks: i16,
+    timeout_ms: i32,
+    topics: &[TopicData],
+) -> Segments {
     let flexible = version >= 9;
     let mut frame = Segments::default();
     let mut out = BytesMut::with_capacity(64 + topics.len() * 32);
-    if flexible {
-        put_uvarint(&mut out, 0); // transactional_id: null compact string
-    } else {
-        out.put_i16(-1);
+    // transactional_id: NULLABLE_STRING, compact (length + 1, 0 for null) from v9 on.
+    match (transactional_id, flexible) {
+        (None, true) => put_uvarint(&mut out, 0),
+        (None, false) => out.put_i16(-1),
+        (Some(id), true) => put_uvarint(&mut out, id.len() as u64 + 1),
+        (Some(id), false) => out.put_i16(id.len() as i16),
+    }
+    if let Some(id) = transactional_id {
+        out.put_slice(id.as_bytes());
     }
     out.put_i16(acks);
     out.put_i32(timeout_ms);
@@ -113,7 +124,7 @@ mod tests {
     use crate::batch::{ProducerStamp, RawBatch};
     use bytes::Bytes;
     use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-    use kafka_protocol::messages::{ProduceRequest, TopicName};
+    use kafka_protocol::messages::{ProduceRequest, TopicName, TransactionalId};
     use kafka_protocol::protocol::{Encodable, Message, StrBytes};
 
     fn stamped(payload_len: usize) -> Stamped {
@@ -151,8 +162,12 @@ mod tests {
             },
         ];
         let versions = ProduceRequest::VERSIONS;
-        for version in versions.min..=versions.max {
+        let ids = [None, Some("strait-a->b")];
+        for (version, id) in (versions.min..=versions.max).flat_map(|v| ids.map(|id| (v, id))) {
             let reference = ProduceRequest::default()
+                .with_transactional_id(
+                    id.map(|id| TransactionalId(StrBytes::from_string(id.to_string()))),
+                )
                 .with_acks(-1)
                 .with_timeout_ms(30_000)
                 .with_topic_data(
@@ -177,8 +192,12 @@ mod tests {
                 );
             let mut expected = BytesMut::new();
             reference.encode(&mut expected, version).unwrap();
-            let ours = encode(version, -1, 30_000, &topics);
-            assert_eq!(ours.to_vec(), expected.to_vec(), "Produce v{version}");
+            let ours = encode(version, id, -1, 30_000, &topics);
+            assert_eq!(
+                ours.to_vec(),
+                expected.to_vec(),
+                "Produce v{version} {id:?}"
+            );
         }
     }
 
@@ -190,7 +209,7 @@ mod tests {
             topic_id: uuid::Uuid::nil(),
             partitions: vec![(0, batch.clone())],
         }];
-        let frame = encode(9, -1, 1, &topics);
+        let frame = encode(9, None, -1, 1, &topics);
         // prefix (fields + header), records, trailing tagged fields
         assert_eq!(frame.segments(), 3);
         let mut slots = [std::io::IoSlice::new(&[]); 3];

@@ -60,6 +60,7 @@ async fn commit_waits_for_durable_syncs_and_keeps_one_commit_queued() {
         coalesce_bytes: 0,
         delivery_timeout: Duration::from_secs(120),
         transactional_id: None,
+        exactly_once: false,
     };
     let mut engine = Engine::new(
         cluster.clone(),

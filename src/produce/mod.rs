@@ -17,7 +17,9 @@
 //!   stall the others; once the target writes what it kept, fetching resumes right after
 //!   it, under a new assignment generation that tells stale chunks from fresh ones;
 //! * what the target acknowledged becomes the partition's `Position`, the only thing the
-//!   progress topic ever records (DESIGN.md rule 8).
+//!   progress topic ever records (DESIGN.md rule 8);
+//! * in exactly-once mode the records and the progress records go in transactions
+//!   (`transaction`), and a position counts as committed once its transaction is.
 //!
 //! `partition` holds each target partition's state (queue, in-flight batches, sequences) and
 //! decides what every Produce answer means for it, without I/O; this module carries the
@@ -38,6 +40,7 @@ use crate::batch::{ProducerStamp, RawBatch};
 use crate::fetch::{Chunk, FetchEvent, Fetcher};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::produce_request::{self, TopicData};
+use crate::kafka::transaction::PRODUCE_AT_MOST;
 use crate::kafka::{Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
 use crate::mm2::offset_sync::SyncSender;
 use crate::now_ms;
@@ -51,11 +54,13 @@ mod commit_tests;
 mod partition;
 #[cfg(test)]
 mod tests;
+mod transaction;
 
 pub use partition::next_sequence;
 
 use chatter::{Chatter, Line};
 use partition::{Entry, Outcome, Partition, Resend, Reset};
+use transaction::{Phase, Transaction};
 
 /// Produce knobs, from the flow's configuration.
 #[derive(Debug, Clone)]
@@ -78,6 +83,9 @@ pub struct ProduceConfig {
     /// The transactional id that makes this engine the flow's only writer
     /// (`Cluster::init_producer_id`); `None`: no fencing.
     pub transactional_id: Option<String>,
+    /// Write in transactions under `transactional_id`, committed every `commit_interval`
+    /// with the progress records of the positions they reach (`exactly.once`).
+    pub exactly_once: bool,
 }
 
 /// Where one source partition goes, and where it resumes.
@@ -146,6 +154,13 @@ enum Done {
     Produce(Completion),
     /// A metadata lookup for the target topics of partitions without a known leader.
     Leaders(Result<Vec<TopicMeta>, KafkaError>),
+    /// Partitions enrolled in the open transaction (AddPartitionsToTxn).
+    Enrolled {
+        parts: Vec<usize>,
+        result: Result<(), KafkaError>,
+    },
+    /// The open transaction committed (EndTxn).
+    Ended(Result<(), KafkaError>),
     /// A connection dialled to a target broker.
     Connected {
         broker: i32,
@@ -172,8 +187,11 @@ pub struct Engine {
     progress_part: usize,
     producer: (i64, i16),
     reset_pending: bool,
-    /// Another process's InitProducerId fenced this engine: it stops writing at once.
-    fenced: Option<KafkaError>,
+    /// What ends the engine at once, writing nothing more: another process's InitProducerId
+    /// fenced it, or its transaction cannot be completed.
+    fatal: Option<KafkaError>,
+    /// The open transaction, in exactly-once mode.
+    txn: Option<Transaction>,
     conns: HashMap<i32, Connection>,
     /// Target brokers being dialled in the background: one unreachable broker holds up
     /// neither the others nor the loop.
@@ -250,6 +268,15 @@ impl Engine {
             progress::batch_bytes(&target, progress_topic)
         );
         let producer = producer?;
+        let txn = match (config.exactly_once, &config.transactional_id) {
+            (false, _) => None,
+            (true, Some(id)) => Some(Transaction::new(id.clone(), producer)),
+            (true, None) => {
+                return Err(KafkaError::Other(
+                    "exactly-once needs a transactional id".into(),
+                ))
+            }
+        };
         let progress_tp = TopicPartition::new(progress_topic, 0);
         let mut engine = Engine {
             target,
@@ -259,7 +286,8 @@ impl Engine {
             progress_part: 0,
             producer,
             reset_pending: false,
-            fenced: None,
+            fatal: None,
+            txn,
             conns: HashMap::new(),
             dialing: HashSet::new(),
             redial: HashMap::new(),
@@ -288,7 +316,14 @@ impl Engine {
         engine
             .parts
             .push(Partition::new(progress_tp.clone(), progress_tp, None));
-        tracing::info!(cluster = %engine.target.alias(), producer_id = producer.0, epoch = producer.1, "idempotent producer ready");
+        match &engine.txn {
+            Some(txn) => {
+                tracing::info!(cluster = %engine.target.alias(), transactional_id = %txn.producer.transactional_id, producer_id = producer.0, epoch = producer.1, "transactional producer ready (exactly-once)")
+            }
+            None => {
+                tracing::info!(cluster = %engine.target.alias(), producer_id = producer.0, epoch = producer.1, "idempotent producer ready")
+            }
+        }
         Ok(engine)
     }
 
@@ -496,13 +531,14 @@ impl Engine {
                 }
                 _ = wake.tick() => {}
             }
-            if let Some(fenced) = self.fenced.take() {
-                // Nothing more is written, not even progress: the new owner resumes from
-                // the last commit.
-                return Err(fenced);
+            if let Some(fatal) = self.fatal.take() {
+                // Nothing more is written, not even progress: the new owner (or the next
+                // start) resumes from the last commit.
+                return Err(fatal);
             }
             self.recover().await?;
             self.pump();
+            self.advance_transaction();
             self.settle_releases();
         }
         // Drain: no new batches; finish what is queued or in flight, then commit. Batches
@@ -524,7 +560,8 @@ impl Engine {
                 self.commit();
                 committed = true;
             }
-            if data_idle && committed && self.parts[self.progress_part].idle() {
+            let ended = self.txn.as_ref().is_none_or(|t| t.phase == Phase::Open);
+            if data_idle && committed && ended && self.parts[self.progress_part].idle() {
                 break;
             }
             tokio::select! {
@@ -533,8 +570,12 @@ impl Engine {
                 }
                 _ = tokio::time::sleep(Duration::from_millis(20)) => {}
             }
+            if let Some(fatal) = self.fatal.take() {
+                return Err(fatal);
+            }
             self.recover().await?;
             self.pump();
+            self.advance_transaction();
         }
         self.stats.lag = self.lag();
         let _ = stats.send(self.stats.clone());
@@ -716,15 +757,35 @@ impl Engine {
     /// as far as durable offset syncs cover it (a position whose syncs are still being
     /// written waits for a later tick), each batch within the progress topic's limit.
     fn commit(&mut self) {
-        let changed: Vec<(usize, Position)> = self
-            .parts
+        if let Some(txn) = &mut self.txn {
+            // In exactly-once mode the transaction carries the positions: its commit is due.
+            if txn.phase == Phase::Open {
+                txn.phase = Phase::Draining {
+                    since: Instant::now(),
+                };
+            }
+            return;
+        }
+        let changed = self.changed(|p| self.syncs.durable(&p.source));
+        self.queue_progress(changed);
+    }
+
+    /// The data partitions (index, position) whose `position` to commit moved on since
+    /// their last commit.
+    fn changed(&self, position: impl Fn(&Partition) -> Option<Position>) -> Vec<(usize, Position)> {
+        self.parts
             .iter()
             .enumerate()
             .filter(|(i, p)| *i != self.progress_part && !p.released)
-            .filter_map(|(i, p)| Some((i, p, self.syncs.durable(&p.source)?)))
+            .filter_map(|(i, p)| Some((i, p, position(p)?)))
             .filter(|(_, p, pos)| *pos != p.committed && pos.source_next >= 0)
             .map(|(i, _, pos)| (i, pos))
-            .collect();
+            .collect()
+    }
+
+    /// Queues the progress record batches of the `changed` positions (partition index,
+    /// position), each batch within the progress topic's limit.
+    fn queue_progress(&mut self, changed: Vec<(usize, Position)>) {
         if changed.is_empty() {
             return;
         }
@@ -760,6 +821,93 @@ impl Engine {
         }
     }
 
+    /// Moves the open transaction on (exactly-once mode): once a due commit has every answer
+    /// in, the progress records of the positions reached go out; once they are written,
+    /// EndTxn commits. A transaction without records or positions ends without a request.
+    fn advance_transaction(&mut self) {
+        let Some(txn) = &self.txn else {
+            return;
+        };
+        match txn.phase {
+            Phase::Open | Phase::Ending => {}
+            Phase::Draining { since } => {
+                // Every batch of the transaction answered, none waiting to be sent again.
+                let answered = txn.holds().all(|i| {
+                    let p = &self.parts[i];
+                    p.inflight.is_empty() && p.queue.front().is_none_or(|e| e.seq.is_none())
+                });
+                // The offset syncs of what was written go first, unless they take longer
+                // than an interval (a syncs topic that cannot be written must not hold the
+                // records up: their translation is then as exact as the syncs written).
+                let syncs = self.syncs.settled() || since.elapsed() >= self.config.commit_interval;
+                if !answered || !syncs || self.reset_pending {
+                    return;
+                }
+                // The transaction holds everything acknowledged.
+                let changed = self.changed(|p| Some(p.acked));
+                let txn = self.txn.as_mut().expect("checked above");
+                if changed.is_empty() && txn.is_empty() {
+                    txn.phase = Phase::Open;
+                    return;
+                }
+                txn.phase = Phase::Writing;
+                self.queue_progress(changed);
+            }
+            Phase::Writing => {
+                if self.parts[self.progress_part].idle() {
+                    self.end_transaction();
+                }
+            }
+        }
+    }
+
+    /// Sends EndTxn (commit) in the background.
+    fn end_transaction(&mut self) {
+        let Some(txn) = &mut self.txn else {
+            return;
+        };
+        txn.phase = Phase::Ending;
+        let producer = txn.producer.clone();
+        let target = self.target.clone();
+        self.requests
+            .spawn(async move { Done::Ended(producer.end(&target, true).await) });
+    }
+
+    /// Enrols `parts` in the open transaction in the background, unless an enrolment is in
+    /// flight (they are enrolled with the next one).
+    fn enrol(&mut self, parts: Vec<usize>) {
+        let Some(txn) = self
+            .txn
+            .as_mut()
+            .filter(|t| !t.enrolling && !parts.is_empty())
+        else {
+            return;
+        };
+        txn.enrolling = true;
+        let producer = txn.producer.clone();
+        let target = self.target.clone();
+        let tps: Vec<TopicPartition> = parts
+            .iter()
+            .map(|&i| self.parts[i].target.clone())
+            .collect();
+        self.requests.spawn(async move {
+            Done::Enrolled {
+                result: producer.add_partitions(&target, &tps).await,
+                parts,
+            }
+        });
+    }
+
+    /// The positions a durable progress record holds: committed, and reported.
+    fn count_committed(&mut self, commits: Vec<(usize, Position)>) {
+        for (j, pos) in commits {
+            self.parts[j].committed = pos;
+            if let Some(to) = &self.commits {
+                let _ = to.send((self.parts[j].source.clone(), pos));
+            }
+        }
+    }
+
     /// Requests in flight per target broker: at least 5 (the Java producer's
     /// `max.in.flight.requests.per.connection`), and as many as batches per partition, since a
     /// request carries one batch of each partition: fewer would cap every partition's window.
@@ -780,6 +928,7 @@ impl Engine {
         // The partitions with batches waiting, by leader: the requests built below look at
         // those only (with thousands of partitions, most have nothing to send).
         let mut waiting: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+        let mut enrol = Vec::new();
         for i in 0..self.parts.len() {
             // Position-only entries at the front of an idle partition are acknowledged at once.
             let done = self.parts[i].take_positions();
@@ -787,10 +936,21 @@ impl Engine {
                 self.acknowledged(i, done);
             }
             let part = &self.parts[i];
-            if let Some(leader) = part.leader.filter(|_| !part.queue.is_empty()) {
-                waiting.entry(leader).or_default().push(i);
+            let Some(leader) = part.leader.filter(|_| !part.queue.is_empty()) else {
+                continue;
+            };
+            if let Some(txn) = &self.txn {
+                // A partition is written in a transaction once it is enrolled in it.
+                if txn.needs_enrolling(i, self.progress_part) && !part.stopped && !part.new_log {
+                    enrol.push(i);
+                }
+                if !txn.sends(i, self.progress_part) {
+                    continue;
+                }
             }
+            waiting.entry(leader).or_default().push(i);
         }
+        self.enrol(enrol);
         for (broker, candidates) in waiting {
             if self.throttled_until.get(&broker).is_some_and(|t| *t > now) {
                 continue;
@@ -871,6 +1031,11 @@ impl Engine {
         candidates: &[usize],
     ) -> bool {
         let (pid, epoch) = self.producer;
+        // Draining a transaction, only batches sent before go out (again).
+        let draining = self
+            .txn
+            .as_ref()
+            .is_some_and(|t| matches!(t.phase, Phase::Draining { .. }));
         let mut topics: Vec<TopicData> = Vec::new();
         let mut topic_index = HashMap::new();
         let mut sent = Vec::new();
@@ -893,7 +1058,9 @@ impl Engine {
             } else {
                 1
             };
-            if part.inflight.len() >= limit {
+            if part.inflight.len() >= limit
+                || (draining && part.queue.front().is_some_and(|e| e.seq.is_none()))
+            {
                 continue;
             }
             part.merge_front();
@@ -909,7 +1076,7 @@ impl Engine {
                 producer_id: pid,
                 producer_epoch: epoch,
                 base_sequence: seq,
-                transactional: false,
+                transactional: self.txn.is_some(),
             });
             size += stamped.size();
             let topic_ids = &self.topic_ids;
@@ -941,8 +1108,12 @@ impl Engine {
             .map(|t| (t.topic_id, t.name.clone()))
             .collect();
         let timeout_ms = self.target.timeout_ms();
-        let started = conn.start_encoded::<ProduceRequest>(|version| {
-            produce_request::encode(version, -1, timeout_ms, &topics)
+        let (at_most, transactional_id) = match &self.txn {
+            Some(txn) => (PRODUCE_AT_MOST, Some(&*txn.producer.transactional_id)),
+            None => (i16::MAX, None),
+        };
+        let started = conn.start_encoded::<ProduceRequest>(at_most, |version| {
+            produce_request::encode(version, transactional_id, -1, timeout_ms, &topics)
         });
         *self.broker_inflight.entry(broker).or_default() += 1;
         match started {
@@ -974,6 +1145,23 @@ impl Engine {
         match done {
             Done::Produce(completion) => self.complete(completion),
             Done::Leaders(found) => self.on_leaders(found),
+            Done::Enrolled { parts, result } => match (result, &mut self.txn) {
+                (Ok(()), Some(txn)) => txn.enrolled(parts),
+                (Err(e), _) => {
+                    self.fatal.get_or_insert(e);
+                }
+                (Ok(()), None) => {}
+            },
+            Done::Ended(result) => match (result, &mut self.txn) {
+                (Ok(()), Some(txn)) => {
+                    let commits = txn.committed();
+                    self.count_committed(commits);
+                }
+                (Err(e), _) => {
+                    self.fatal.get_or_insert(e);
+                }
+                (Ok(()), None) => {}
+            },
             Done::Connected { broker, result } => self.on_connected(broker, result),
         }
     }
@@ -1074,7 +1262,7 @@ impl Engine {
             }
             Outcome::Fenced(code) => {
                 let id = self.config.transactional_id.clone().unwrap_or_default();
-                self.fenced.get_or_insert(KafkaError::Fenced {
+                self.fatal.get_or_insert(KafkaError::Fenced {
                     transactional_id: id,
                     partition: part.target.to_string(),
                     code,
@@ -1192,6 +1380,7 @@ impl Engine {
         let mut maps = self.translations.lock().unwrap();
         let map = maps.entry(self.parts[i].source.clone()).or_default();
         let mut syncs = Vec::new();
+        let mut durable = Vec::new();
         let now = (now_ms(), std::time::Instant::now());
         if data && self.waiting_since.is_some() {
             // Progress: the target answers.
@@ -1243,13 +1432,9 @@ impl Engine {
                     flow.committed(e.first_sent.map_or(Duration::ZERO, |t| t.elapsed()));
                 }
             }
-            for (j, pos) in e.commits {
-                // The progress record batch is acknowledged: these positions are durable.
-                self.parts[j].committed = pos;
-                if let Some(to) = &self.commits {
-                    let _ = to.send((self.parts[j].source.clone(), pos));
-                }
-            }
+            // The progress record batch is acknowledged: these positions are durable, or
+            // will be with their transaction.
+            durable.extend(e.commits);
         }
         if data {
             self.syncs.add(&self.parts[i].source, syncs, acked, || {
@@ -1259,11 +1444,26 @@ impl Engine {
             self.parts[i].lineage = lineage;
         }
         drop(maps);
+        match &mut self.txn {
+            Some(txn) => txn.hold(durable),
+            None => self.count_committed(durable),
+        }
     }
 
     /// Puts failed partitions back on their feet once their outstanding requests are back,
     /// refreshes leaders, and re-initialises the producer when the target asked for it.
     async fn recover(&mut self) -> Result<(), KafkaError> {
+        if self.reset_pending && self.txn.is_some() {
+            // A new producer id would abort the open transaction, whose records are
+            // acknowledged already: the flow ends instead, and the next start (whose
+            // InitProducerId aborts it) resumes from the last commit.
+            return Err(KafkaError::Other(
+                "exactly-once: the transaction cannot be completed (the target lost strait's \
+                 producer state: see the WARN before); the flow stops and a restart resumes \
+                 from the last committed transaction"
+                    .into(),
+            ));
+        }
         // Once no Produce request is in flight (the leader lookup and dials may be).
         if self.reset_pending && self.broker_inflight.values().all(|&n| n == 0) {
             self.producer = self

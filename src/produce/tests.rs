@@ -192,6 +192,7 @@ fn config() -> ProduceConfig {
         coalesce_bytes: 0,
         delivery_timeout: Duration::from_secs(120),
         transactional_id: None,
+        exactly_once: false,
     }
 }
 

@@ -15,6 +15,44 @@ use std::time::{Duration, Instant};
 use super::kafka::{self, Cluster};
 use super::strait::Strait;
 
+/// Records `first..first + count` of `Workload produce` (100 bytes) into `topic`, at `rate`
+/// records a second (0: at once).
+pub fn produce(source: &Cluster, topic: &str, first: u64, count: u64, rate: u64) {
+    let (first, count, rate) = (first.to_string(), count.to_string(), rate.to_string());
+    kafka::produce(
+        source,
+        &[
+            "--topic",
+            topic,
+            "--first",
+            &first,
+            "--count",
+            &count,
+            "--value-size",
+            "100",
+            "--rate",
+            &rate,
+        ],
+    );
+}
+
+/// Produces in the background while `during` runs.
+pub fn producing<T>(
+    source: &Cluster,
+    topic: &str,
+    first: u64,
+    count: u64,
+    rate: u64,
+    during: impl FnOnce() -> T,
+) -> T {
+    std::thread::scope(|scope| {
+        let load = scope.spawn(|| produce(source, topic, first, count, rate));
+        let out = during();
+        load.join().unwrap();
+        out
+    })
+}
+
 /// What one target partition holds compared with its source partition.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct PartitionReport {

@@ -631,6 +631,27 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "exactly.once",
+            "true",
+            Some("exactly_once = true"),
+            |c, _| f0(c).exactly_once.enabled && f0(c).exactly_once.transaction_interval_ms == 500
+        ),
+        case!(
+            Flow,
+            "exactly.once.source.support",
+            "enabled",
+            Some("exactly_once = true"),
+            |c, _| f0(c).exactly_once.enabled
+        ),
+        case!(
+            Flow,
+            "exactly.once.transaction.interval.ms",
+            "200",
+            Some("exactly_once_transaction_interval_ms = 200"),
+            |c, _| f0(c).exactly_once.transaction_interval_ms == 200 && !f0(c).exactly_once.enabled
+        ),
+        case!(
+            Flow,
             "takeover.wait",
             "true",
             Some("takeover_wait = true"),
