@@ -11,7 +11,10 @@
 #   --quick       --runs 1 --records 150000 and short latency windows, unless given explicitly
 #   --out DIR     where results.jsonl, table.md and the logs go (default: a new temp dir)
 #   --only LIST   comma-separated replicators to run: strait,strait-coalesce,mm2-default,mm2-tuned,
-#                 strait-tls,mm2-tuned-tls,strait-metrics (default the first four; strait-coalesce
+#                 strait-tls,mm2-tuned-tls,strait-metrics,strait-eos,mm2-eos (default the first
+#                 four; strait-eos is strait with exactly.once = true, mm2-eos mm2-tuned with
+#                 MM2's exactly-once settings: both are done once a read_committed reader sees
+#                 every record; strait-coalesce
 #                 is strait with produce.coalesce.bytes = 262144; strait-metrics is strait serving
 #                 /metrics, scraped every second while it runs; the -tls ones connect to both clusters over TLS,
 #                 to SSL listeners the brokers then get, with a test CA made by openssl)
@@ -74,7 +77,7 @@ fi
 [[ "$RUNS" =~ ^[1-9][0-9]*$ && "$RECORDS" =~ ^[1-9][0-9]*$ ]] || { echo "bench.sh: bad --runs/--records" >&2; exit 2; }
 IFS=, read -r -a REPLICATORS <<<"$ONLY"
 for r in "${REPLICATORS[@]}"; do
-    case "$r" in strait|strait-coalesce|mm2-default|mm2-tuned|strait-tls|mm2-tuned-tls|strait-metrics) ;; *) echo "bench.sh: unknown replicator $r" >&2; exit 2 ;; esac
+    case "$r" in strait|strait-coalesce|mm2-default|mm2-tuned|strait-tls|mm2-tuned-tls|strait-metrics|strait-eos|mm2-eos) ;; *) echo "bench.sh: unknown replicator $r" >&2; exit 2 ;; esac
 done
 TLS=0
 [[ ",$ONLY," != *-tls,* ]] || TLS=1
@@ -350,6 +353,7 @@ write_config() {
         if [[ "$r" == strait* ]]; then
             echo "internal.topic.replication.factor = 1"
             [[ "$r" != strait-coalesce ]] || echo "produce.coalesce.bytes = 262144"
+            [[ "$r" != strait-eos ]] || echo "exactly.once = true"
             local line
             for line in "${STRAIT_SET[@]}"; do echo "$line"; done
             return 0
@@ -366,7 +370,15 @@ write_config() {
         echo "plugin.discovery = service_load"
         echo "$a.plugin.discovery = service_load"
         echo "$t.plugin.discovery = service_load"
-        [[ "$r" == mm2-tuned* ]] || return 0
+        [[ "$r" == mm2-tuned* || "$r" == mm2-eos ]] || return 0
+        if [[ "$r" == mm2-eos ]]; then
+            # Exactly-once as MM2's docs (KIP-618) set it up in dedicated mode: the worker
+            # switch, the internal REST server it needs, read_committed source consumers.
+            echo "$t.exactly.once.source.support = enabled"
+            echo "dedicated.mode.enable.internal.rest = true"
+            echo "listeners = http://127.0.0.1:0"
+            echo "$a.consumer.isolation.level = read_committed"
+        fi
         echo "tasks.max = $PARTITIONS"
         echo "$t.producer.enable.idempotence = true"
         echo "$t.producer.acks = all"
@@ -433,6 +445,7 @@ short_of() {
     case "$1" in
         strait) echo st ;; strait-coalesce) echo sc ;; mm2-default) echo md ;; mm2-tuned) echo mt ;;
         strait-tls) echo sx ;; mm2-tuned-tls) echo mx ;; strait-metrics) echo sm ;;
+        strait-eos) echo se ;; mm2-eos) echo me ;;
         direct) echo dr ;;
     esac
 }
@@ -449,7 +462,10 @@ catchup() { # REPLICATOR VARIANT RUN
     watch_out="$OUT/logs/watch-$tag"
     rm -f "$WORK/launch"
     # shellcheck disable=SC2046 # topic_args gives separate words
+    local isolation=read_uncommitted
+    [[ "$r" != *-eos ]] || isolation=read_committed
     tool watch "$TARGET" $(topic_args "$v" "$a.") --expect "$(records_of "$v")" --pid-file "$WORK/launch" \
+        --isolation "$isolation" \
         --broker-pids "$SOURCE_PID,$TARGET_PID" --timeout-ms "$CATCHUP_TIMEOUT_MS" \
         --tag kind=catchup --tag "replicator=$r" --tag "variant=$v" --tag "run=$run" \
         --tag "records=$(records_of "$v")" --tag "record_size=$(record_size_of "$v")" \
@@ -465,6 +481,10 @@ catchup() { # REPLICATOR VARIANT RUN
     wait "$watch_pid" || rc=$?
     tbytes="$(du_bytes "$WORK/target" "$remote")"
     stop_replicator "$LAUNCHED_PID"
+    if [[ "$r" == mm2-eos ]]; then
+        # Proof that MM2 ran exactly-once: its transactional producers registered.
+        log "  $r $v run $run: $(grep -c 'transactionalId=.*ProducerId set to' "$OUT/logs/$tag.log" || true) transactional producer(s) registered"
+    fi
     line="$(grep '^{' "$watch_out" | tail -n 1)"
     if [[ -n "$line" ]]; then
         emit "${line%\}},\"target_bytes\":$tbytes,\"exit\":$rc}"

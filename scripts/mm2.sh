@@ -39,6 +39,9 @@ rootLogger.level = WARN
 rootLogger.appenderRef.out.ref = OUT
 logger.mirror.name = org.apache.kafka.connect.mirror
 logger.mirror.level = INFO
+# One line per transactional producer registered (exactly-once mode): its transactional id.
+logger.transactions.name = org.apache.kafka.clients.producer.internals.TransactionManager
+logger.transactions.level = INFO
 EOF
 }
 

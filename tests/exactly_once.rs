@@ -28,7 +28,7 @@ fn config((s, t): (&str, &str), source: &Cluster, target: &Cluster, topic: &str)
          {s}->{t}.enabled = true\n{s}->{t}.topics = {topic}\nreplication.factor = 1\n\
          internal.topic.replication.factor = 1\nemit.checkpoints.enabled = false\n\
          {s}.request.timeout.ms = 10000\n{t}.request.timeout.ms = 10000\n\
-         exactly.once.source.support = enabled\nexactly.once.transaction.interval.ms = 200\n",
+         {t}.exactly.once.source.support = enabled\nexactly.once.transaction.interval.ms = 200\n",
         source.bootstrap, target.bootstrap
     )
 }

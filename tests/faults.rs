@@ -389,6 +389,7 @@ const REQUEST_TIMEOUT_MS: u64 = 5000;
 trait Rig {
     fn replicate(&self, name: &str, allowed: &[&str]) -> (String, String, Strait);
     fn replicate_existing(&self, topic: &str, allowed: &[&str]) -> (String, Strait);
+    fn replicate_exactly_once(&self, name: &str, allowed: &[&str]) -> (String, String, Strait);
     fn produce(&self, topic: &str, first: u64, count: u64, rate: u64);
     fn check(&self, strait: &mut Strait, what: &str, topic: &str, remote: &str) -> Report;
 }
@@ -409,6 +410,19 @@ impl Rig for Pair {
         let config = self.mm2_properties(topic, REQUEST_TIMEOUT_MS, &commit);
         let strait = Strait::start(&config, "properties").allow(allowed);
         (format!("a.{topic}"), strait)
+    }
+
+    /// [`Rig::replicate`] in exactly-once mode, a transaction every 200 ms.
+    fn replicate_exactly_once(&self, name: &str, allowed: &[&str]) -> (String, String, Strait) {
+        let topic = kafka::unique(name);
+        kafka::create_topic(&self.source, &topic, 2, &[]);
+        let eos = [
+            "exactly.once = true",
+            "exactly.once.transaction.interval.ms = 200",
+        ];
+        let config = self.mm2_properties(&topic, REQUEST_TIMEOUT_MS, &eos);
+        let strait = Strait::start(&config, "properties").allow(allowed);
+        (topic.clone(), format!("a.{topic}"), strait)
     }
 
     /// Records `first..first + count` of `Workload produce` (200 bytes each) in `topic` on the
@@ -607,6 +621,48 @@ fn connection_resets_mid_request_lose_nothing() {
         &[TARGET_DOWN, SOURCE_DOWN].concat(),
     );
     rig.check(&mut strait, "connection resets", &topic, &remote);
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
+/// Exactly-once through connection resets on both sides and a half-open target: batches
+/// whose answers are lost are sent again under their sequences within the open transaction,
+/// EndTxn and AddPartitionsToTxn left unanswered are sent again, and a read_committed reader
+/// of the target sees every record once.
+#[test]
+fn exactly_once_through_resets_and_a_blackhole_repeats_nothing() {
+    let _serial = serial();
+    let rig = rig();
+    let coordinator = ["the transaction coordinator did not"];
+    let allowed = [TARGET_DOWN, SOURCE_DOWN, &coordinator].concat();
+    let (topic, remote, mut strait) = rig.replicate_exactly_once("eos-faults", &allowed);
+    rig.produce(&topic, 0, 2000, 0);
+    rig.check(&mut strait, "before the faults", &topic, &remote);
+
+    rig.target_proxy.add(
+        "reset",
+        Stream::Downstream,
+        Toxic::ResetPeer { after_ms: 700 },
+    );
+    rig.source_proxy.add(
+        "reset",
+        Stream::Downstream,
+        Toxic::ResetPeer { after_ms: 1100 },
+    );
+    rig.produce(&topic, 2000, 4000, 400);
+    rig.target_proxy.remove("reset");
+    rig.source_proxy.remove("reset");
+    assert_noticed(&strait, "connection resets", &allowed);
+
+    rig.target_proxy.add(
+        "blackhole",
+        Stream::Downstream,
+        Toxic::Timeout { close_after_ms: 0 },
+    );
+    rig.produce(&topic, 6000, 3000, 0);
+    std::thread::sleep(Duration::from_millis(3 * REQUEST_TIMEOUT_MS));
+    rig.target_proxy.remove("blackhole");
+    let report = rig.check(&mut strait, "resets and a blackhole", &topic, &remote);
+    assert_eq!(report.duplicates(), 0, "{report}");
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }
 

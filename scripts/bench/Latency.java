@@ -11,6 +11,7 @@
 //       Writes R records of S bytes to every partition, each record its own batch (as a partition
 //       with little traffic gets them): one record per partition per round, a flush per round.
 //   watch   --bootstrap B --topic T --expect N --pid-file F [--broker-pids P1,P2]
+//           [--isolation read_committed]
 //           [--timeout-ms MS] [--tag k=v ...]
 //       Prints "ready" once connected, then waits for F to hold "PID LAUNCH_EPOCH_MS" (written by
 //       the driver right after it started the replicator). Polls the end offsets of T (which the
@@ -179,11 +180,21 @@ public class Latency {
     }
 
     static long endSum(Admin admin, List<TopicPartition> tps) throws Exception {
+        return endSum(admin, tps, false);
+    }
+
+    /** The sum of the end offsets; with `committed`, of the last stable offsets (what a
+     *  read_committed reader reaches: records of open transactions not yet, their commit
+     *  markers once committed). */
+    static long endSum(Admin admin, List<TopicPartition> tps, boolean committed) throws Exception {
         if (tps.isEmpty()) return 0;
         Map<TopicPartition, OffsetSpec> req = new HashMap<>();
         for (TopicPartition tp : tps) req.put(tp, OffsetSpec.latest());
+        var options = new ListOffsetsOptions(committed
+                ? org.apache.kafka.common.IsolationLevel.READ_COMMITTED
+                : org.apache.kafka.common.IsolationLevel.READ_UNCOMMITTED);
         long sum = 0;
-        for (var e : admin.listOffsets(req).all().get().values()) sum += e.offset();
+        for (var e : admin.listOffsets(req, options).all().get().values()) sum += e.offset();
         return sum;
     }
 
@@ -245,6 +256,8 @@ public class Latency {
         List<String> topics = names(a);
         long expect = num(a, "--expect", 0);
         long timeoutMs = num(a, "--timeout-ms", 900_000);
+        // read_committed: done once the records are committed (a transactional replicator).
+        boolean committed = a.getOrDefault("--isolation", "read_uncommitted").equals("read_committed");
         Path pidFile = Path.of(req(a, "--pid-file"));
         String bp = a.getOrDefault("--broker-pids", "");
         long[] brokerPids = bp.isEmpty() ? new long[0]
@@ -282,7 +295,7 @@ public class Latency {
                         tps = existing(admin, topics);
                         listedMs = now;
                     }
-                    have = endSum(admin, tps);
+                    have = endSum(admin, tps, committed);
                 } catch (java.util.concurrent.ExecutionException e) {
                     // A broker busy with thousands of new topics may time a call out: ask again.
                     System.err.println("watch: " + e.getCause());

@@ -17,7 +17,8 @@ import json
 import statistics
 import sys
 
-REPLICATORS = ["strait", "strait-coalesce", "mm2-default", "mm2-tuned", "strait-tls", "mm2-tuned-tls", "strait-metrics"]
+REPLICATORS = ["strait", "strait-coalesce", "mm2-default", "mm2-tuned", "strait-tls", "mm2-tuned-tls", "strait-metrics",
+               "strait-eos", "mm2-eos"]
 STRAITS = [r for r in REPLICATORS if r.startswith("strait")]
 MM2S = [r for r in REPLICATORS if r.startswith("mm2")]
 VARIANTS = ["none", "lz4", "small", "many"]
@@ -170,8 +171,8 @@ def table(rows):
                 continue
             for rep in MM2S:
                 d = catch.get((v, rep))
-                # Like with like: TLS against TLS.
-                if not d or s.endswith("-tls") != rep.endswith("-tls"):
+                # Like with like: TLS against TLS, exactly-once against exactly-once.
+                if not d or any(s.endswith(k) != rep.endswith(k) for k in ("-tls", "-eos")):
                     continue
                 w(f"| {v} | {s} | {rep} | {rx(ratio(st['rps'], d['rps']))} | "
                   f"{rx(ratio(d['cpu_s_per_gib'], st['cpu_s_per_gib']))} | "
@@ -229,7 +230,7 @@ def table(rows):
         worst = None
         for v in CLASSIC:
             st = catch.get((v, "strait"))
-            for rep in (r for r in MM2S if not r.endswith("-tls")):
+            for rep in (r for r in MM2S if not r.endswith(("-tls", "-eos"))):
                 d = catch.get((v, rep))
                 if st and d:
                     x = ratio(d[key], st[key])
@@ -249,6 +250,17 @@ def table(rows):
             x = ratio(mx["cpu_s_per_gib"], sx["cpu_s_per_gib"])
             goal(f"over TLS, CPU s/GiB ≤ 1/10 of tuned MM2's over TLS ({v})",
                  f"MM2 ÷ strait = {rx(x)}", x >= 10)
+    for v in CLASSIC:
+        st, se, me = (catch.get((v, r)) for r in ("strait", "strait-eos", "mm2-eos"))
+        if st and se:
+            x = ratio(se["rps"], st["rps"])
+            goal(f"exactly-once keeps ≥ 80% of strait's catch-up ({v})", f"{fmt(100 * x, 0)}%",
+                 x >= 0.8)
+        if se and me:
+            x = ratio(se["rps"], me["rps"])
+            goal(f"exactly-once: catch-up ≥ 3× MM2's exactly-once ({v})", rx(x), x >= 3)
+            x = ratio(me["cpu_s_per_gib"], se["cpu_s_per_gib"])
+            goal(f"exactly-once: CPU s/GiB, MM2 ÷ strait ({v})", rx(x), None)
     rss = [catch[(v, "strait")]["rss_mib"] for v in CLASSIC if (v, "strait") in catch]
     if rss:
         goal("strait peak RSS < 64 MiB", f"{fmt(max(rss))} MiB (max over variants)", max(rss) < 64)

@@ -1024,6 +1024,17 @@ pub static KEYS: &[KeySpec] = &[
              `preparing` and `disabled` leave it off; `exactly.once` wins if both are set.",
     ),
     KeySpec::new(
+        "exactly.once.source.support",
+        TargetCluster,
+        "disabled",
+        flow!(exactly_once, parse_exactly_once_support),
+    )
+    .toml("exactly_once")
+    .doc(
+        "`<target>.exactly.once.source.support`, where MM2 reads it (the Connect worker of \
+             flows into `<target>`).",
+    ),
+    KeySpec::new(
         "exactly.once.transaction.interval.ms",
         Flow,
         "500",

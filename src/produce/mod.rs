@@ -898,6 +898,46 @@ impl Engine {
         });
     }
 
+    /// An enrolment's answer. A coordinator that could not be reached within the request
+    /// timeout, or kept saying it moves or loads, is asked again by the next pump; any other
+    /// refusal ends the engine.
+    fn on_enrolled(&mut self, parts: Vec<usize>, result: Result<(), KafkaError>) {
+        let Some(txn) = &mut self.txn else {
+            return;
+        };
+        match result {
+            Ok(()) => txn.enrolled(parts),
+            Err(e) if e.is_retriable() => {
+                txn.enrolling = false;
+                tracing::warn!(error = %e, "the transaction coordinator did not enrol the partitions; asking again");
+            }
+            Err(e) => {
+                self.fatal.get_or_insert(e);
+            }
+        }
+    }
+
+    /// EndTxn's answer: the positions the transaction held are committed. Unanswered, it is
+    /// sent again (for one producer epoch, a repeated commit of a committed transaction is
+    /// answered as a success); any other refusal ends the engine.
+    fn on_ended(&mut self, result: Result<(), KafkaError>) {
+        match result {
+            Ok(()) => {
+                if let Some(txn) = &mut self.txn {
+                    let commits = txn.committed();
+                    self.count_committed(commits);
+                }
+            }
+            Err(e) if e.is_retriable() => {
+                tracing::warn!(error = %e, "the transaction coordinator did not answer EndTxn; committing again");
+                self.end_transaction();
+            }
+            Err(e) => {
+                self.fatal.get_or_insert(e);
+            }
+        }
+    }
+
     /// The positions a durable progress record holds: committed, and reported.
     fn count_committed(&mut self, commits: Vec<(usize, Position)>) {
         for (j, pos) in commits {
@@ -1145,23 +1185,8 @@ impl Engine {
         match done {
             Done::Produce(completion) => self.complete(completion),
             Done::Leaders(found) => self.on_leaders(found),
-            Done::Enrolled { parts, result } => match (result, &mut self.txn) {
-                (Ok(()), Some(txn)) => txn.enrolled(parts),
-                (Err(e), _) => {
-                    self.fatal.get_or_insert(e);
-                }
-                (Ok(()), None) => {}
-            },
-            Done::Ended(result) => match (result, &mut self.txn) {
-                (Ok(()), Some(txn)) => {
-                    let commits = txn.committed();
-                    self.count_committed(commits);
-                }
-                (Err(e), _) => {
-                    self.fatal.get_or_insert(e);
-                }
-                (Ok(()), None) => {}
-            },
+            Done::Enrolled { parts, result } => self.on_enrolled(parts, result),
+            Done::Ended(result) => self.on_ended(result),
             Done::Connected { broker, result } => self.on_connected(broker, result),
         }
     }

@@ -644,6 +644,13 @@ fn cases() -> Vec<Case> {
             |c, _| f0(c).exactly_once.enabled
         ),
         case!(
+            TargetCluster,
+            "exactly.once.source.support",
+            "enabled",
+            Some("exactly_once = true"),
+            |c, _| f0(c).exactly_once.enabled
+        ),
+        case!(
             Flow,
             "exactly.once.transaction.interval.ms",
             "200",
