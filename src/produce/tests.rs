@@ -1491,3 +1491,56 @@ async fn nothing_is_written_while_the_lease_has_run_out() {
     assert_eq!(running.position("sa"), 4);
     running.stop().await;
 }
+
+/// Partitions lost to another member (no commit: the new owner may be writing already) are
+/// never written again: a batch whose request was in flight when they were lost and then
+/// failed is not sent again, since it would land behind the new owner's records. (The
+/// producer is re-initialised instead: the target's next sequence there is unknown.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_partition_never_sends_a_failed_batch_again() {
+    let t: Arc<Mutex<Option<Topic>>> = Arc::default();
+    let topic = t.clone();
+    let broker = FakeBroker::start(1, &[("a", 1), (PROGRESS, 1)], move |r| {
+        let Some(t) = topic.lock().unwrap().clone() else {
+            return Reply::Default;
+        };
+        // Data requests go unanswered: they fail at the request timeout.
+        match produced(r, &t).is_empty() {
+            true => Reply::Default,
+            false => Reply::Stall,
+        }
+    })
+    .await;
+    let target = target(&broker, Duration::from_secs(2));
+    let a = Topic::of(&target, "a").await;
+    *t.lock().unwrap() = Some(a.clone());
+    let running = Running::start(target, config(), &[("sa", "a")]).await;
+    let data_requests = || {
+        broker
+            .received_of(ApiKey::Produce)
+            .iter()
+            .filter(|r| !produced(r, &a).is_empty())
+            .count()
+    };
+    running.fetched("sa", vec![batch(0, 4)], 4).await;
+    until(|| data_requests() == 1).await;
+    let (done, lost) = tokio::sync::oneshot::channel();
+    running
+        .commands
+        .send(Command::Release(Release {
+            partitions: vec![TopicPartition::new("sa", 0)],
+            commit: false,
+            done,
+        }))
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), lost)
+        .await
+        .expect("the release is answered")
+        .unwrap();
+    let inits = || broker.received_of(ApiKey::InitProducerId).len();
+    until(|| inits() == 2).await;
+    assert_eq!(inits(), 2, "the producer is re-initialised");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(data_requests(), 1, "the lost partition's batch was sent again");
+    running.stop().await;
+}
