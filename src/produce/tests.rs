@@ -1541,6 +1541,10 @@ async fn a_lost_partition_never_sends_a_failed_batch_again() {
     until(|| inits() == 2).await;
     assert_eq!(inits(), 2, "the producer is re-initialised");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(data_requests(), 1, "the lost partition's batch was sent again");
+    assert_eq!(
+        data_requests(),
+        1,
+        "the lost partition's batch was sent again"
+    );
     running.stop().await;
 }
