@@ -93,6 +93,52 @@ fn sigkills_under_load_repeat_nothing() {
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }
 
+/// A second process started on the same exactly-once flow takes it over under load: its
+/// InitProducerId aborts the first one's open transaction and fences it; the first ends
+/// (exit 1) saying why, the second resumes from the last committed transaction. Nothing is
+/// lost or repeated.
+#[test]
+fn a_second_process_fences_the_first_and_nothing_is_repeated() {
+    let _serial = serial();
+    let [source, target] = clusters();
+    let topic = kafka::unique("eos-twin");
+    kafka::create_topic(source, &topic, PARTITIONS, &[]);
+    let remote = format!("ee.{topic}");
+    let config = config(("ee", "eg"), source, target, &topic);
+    let fenced = "exactly-once: the open transaction cannot be completed";
+    let mut first = Strait::start(&config, "properties").allow(&[fenced]);
+    produce(source, &topic, 0, 2000, 0);
+    let timeout = Duration::from_secs(120);
+    sequence::check_caught_up(
+        "one process",
+        &mut first,
+        (source, &topic),
+        (target, &remote),
+        timeout,
+    );
+    let mut second = producing(source, &topic, 2000, 12_000, 4000, || {
+        std::thread::sleep(Duration::from_secs(1));
+        let second = Strait::start(&config, "properties");
+        let status = first.wait_exit(Duration::from_secs(60));
+        assert_eq!(status.code(), Some(1), "{}", first.log_text());
+        second
+    });
+    let log = first.log_text();
+    assert!(
+        log.contains("another process registered transactional id"),
+        "{log}"
+    );
+    let report = sequence::check_caught_up(
+        "after the take-over",
+        &mut second,
+        (source, &topic),
+        (target, &remote),
+        timeout,
+    );
+    assert_eq!(report.duplicates(), 0, "{report}");
+    assert!(second.terminate().success(), "{}", second.log_text());
+}
+
 /// The target broker (and with it the transaction coordinator) goes down in the middle of
 /// a transaction and comes back: the open transaction's batches are sent again under their
 /// sequences and it commits; nothing is lost or repeated, and strait keeps running.

@@ -57,8 +57,9 @@ impl std::fmt::Display for CoordinatorKind {
 }
 
 /// The transaction timeout InitProducerId declares with a transactional id (the Java
-/// producer's default); strait begins no transaction, so it never runs out.
-const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
+/// producer's default): in exactly-once mode, a transaction the coordinator aborts if it
+/// stays open longer; otherwise strait begins none.
+pub const TRANSACTION_TIMEOUT_MS: i32 = 60_000;
 /// The pause before asking again after CONCURRENT_TRANSACTIONS.
 const CONCURRENT_TRANSACTIONS_BACKOFF: Duration = Duration::from_millis(100);
 
@@ -394,8 +395,8 @@ impl Cluster {
     /// A producer id and epoch for strait's idempotent producer on this cluster, retried
     /// until the request timeout. With a `transactional_id` the id is the same on every
     /// call and its epoch is bumped: the transaction coordinator fences every earlier holder,
-    /// whose next batch the target refuses (INVALID_PRODUCER_EPOCH). No transaction is ever
-    /// begun with it: the id only makes one writer of a flow at a time.
+    /// whose next batch the target refuses (INVALID_PRODUCER_EPOCH), and aborts a
+    /// transaction the id left open (exactly-once mode: `transaction`).
     pub async fn init_producer_id(
         &self,
         transactional_id: Option<&str>,

@@ -911,9 +911,7 @@ impl Engine {
                 txn.enrolling = false;
                 tracing::warn!(error = %e, "the transaction coordinator did not enrol the partitions; asking again");
             }
-            Err(e) => {
-                self.fatal.get_or_insert(e);
-            }
+            Err(e) => self.abandon_transaction(e),
         }
     }
 
@@ -932,10 +930,21 @@ impl Engine {
                 tracing::warn!(error = %e, "the transaction coordinator did not answer EndTxn; committing again");
                 self.end_transaction();
             }
-            Err(e) => {
-                self.fatal.get_or_insert(e);
-            }
+            Err(e) => self.abandon_transaction(e),
         }
+    }
+
+    /// Ends the engine on a transaction the coordinator refused to go on with, saying the
+    /// two ways a producer epoch ends besides a second process: the coordinator aborts a
+    /// transaction older than its timeout (a target outage that long) and bumps the epoch.
+    fn abandon_transaction(&mut self, error: KafkaError) {
+        let id = self.config.transactional_id.as_deref().unwrap_or_default();
+        self.fatal.get_or_insert(KafkaError::Other(format!(
+            "exactly-once: the open transaction cannot be completed ({error}); another process \
+             registered transactional id `{id}`, or the coordinator aborted the transaction \
+             past its {}-s timeout: a restart resumes from the last committed transaction",
+            crate::kafka::cluster::TRANSACTION_TIMEOUT_MS / 1000
+        )));
     }
 
     /// The positions a durable progress record holds: committed, and reported.
@@ -1284,6 +1293,10 @@ impl Engine {
                 tracing::warn!(partition = %part.target, code = error.code(), "target lost strait's producer state; re-initialising the producer");
                 part.failed = true;
                 self.reset_pending = true;
+            }
+            Outcome::Fenced(code) if self.txn.is_some() => {
+                let error = produce_error(part, code);
+                self.abandon_transaction(error);
             }
             Outcome::Fenced(code) => {
                 let id = self.config.transactional_id.clone().unwrap_or_default();
