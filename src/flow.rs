@@ -354,6 +354,10 @@ struct Membership {
     /// Partitions handed to another process: routed again, the engine starts fetching them
     /// (under a new assignment generation), not the flow.
     handed: HashSet<TopicPartition>,
+    /// Whether this process writes the flow's heartbeats: the owner of slot 0 does, so that
+    /// the flow beats once per interval however many processes share it (as MM2's single
+    /// heartbeat task).
+    beats: watch::Sender<bool>,
     tasks: Tasks,
     shutdown: CancellationToken,
 }
@@ -365,6 +369,7 @@ impl Membership {
         flow: &FlowConfig,
         target: &Cluster,
         engine: &mut Engine,
+        beats: watch::Sender<bool>,
     ) -> (Membership, mpsc::UnboundedReceiver<Change>) {
         let scale = &flow.scale_out;
         let session_timeout = Duration::from_millis(scale.session_timeout_ms);
@@ -405,6 +410,7 @@ impl Membership {
             slots: scale.slots,
             owned: BTreeSet::new(),
             handed: HashSet::new(),
+            beats,
             tasks,
             shutdown,
         };
@@ -458,6 +464,8 @@ struct Side {
     clusters: (Arc<Cluster>, Arc<Cluster>),
     translations: Translations,
     reports: Reports,
+    /// Whether this process writes the flow's heartbeats now (`Membership::beats`).
+    beats: watch::Receiver<bool>,
 }
 
 impl Side {
@@ -466,6 +474,7 @@ impl Side {
         clusters: (Arc<Cluster>, Arc<Cluster>),
         translations: Translations,
         reports: Reports,
+        beats: watch::Receiver<bool>,
     ) -> Side {
         let shutdown = CancellationToken::new();
         let (groups, groups_rx) = watch::channel(flow.groups.clone());
@@ -475,6 +484,7 @@ impl Side {
             &translations,
             &reports,
             groups_rx,
+            beats.clone(),
             &shutdown,
         );
         Side {
@@ -484,6 +494,7 @@ impl Side {
             clusters,
             translations,
             reports,
+            beats,
         }
     }
 
@@ -499,6 +510,7 @@ impl Side {
             self.clusters.clone(),
             self.translations.clone(),
             self.reports.clone(),
+            self.beats.clone(),
         );
         None
     }
@@ -637,10 +649,12 @@ async fn start(
     let (stats_tx, stats) = watch::channel(Stats::default());
     let mut fetch = Tasks::default();
     fetch.adopt("fetcher", fetch_task);
+    // Alone, the process writes the flow's heartbeats; in a group, the owner of slot 0.
+    let (beats, beating) = watch::channel(!flow.scale_out.enabled);
     let (membership, changes) = flow
         .scale_out
         .enabled
-        .then(|| Membership::start(flow, target, &mut engine))
+        .then(|| Membership::start(flow, target, &mut engine, beats))
         .unzip();
     let engine_shutdown = CancellationToken::new();
     let mut engine_task = Tasks::default();
@@ -664,6 +678,7 @@ async fn start(
         (source.clone(), target.clone()),
         translations,
         reports.clone(),
+        beating,
     );
     let running = Running {
         fetcher,
@@ -703,6 +718,7 @@ fn spawn_side_tasks(
     translations: &Translations,
     reports: &Reports,
     groups: watch::Receiver<crate::filter::GroupFilter>,
+    beats: watch::Receiver<bool>,
     shutdown: &CancellationToken,
 ) -> Tasks {
     let mut tasks = Tasks::default();
@@ -716,7 +732,7 @@ fn spawn_side_tasks(
         };
         tasks.spawn(
             "heartbeat task",
-            heartbeat::run(config, target.clone(), shutdown.clone()),
+            heartbeat::run(config, target.clone(), beats, shutdown.clone()),
         );
     }
     if flow.emit_checkpoints.enabled {
@@ -1253,6 +1269,7 @@ impl Running {
         let (slots, commit, done) = match change {
             Change::Acquired(slots) => {
                 membership.owned.extend(slots.iter().copied());
+                membership.beats.send_replace(membership.owned.contains(&0));
                 metrics.scale_out_slots(membership.owned.len());
                 let tps = in_slots(&slots);
                 tracing::info!(
@@ -1291,6 +1308,7 @@ impl Running {
         for slot in &slots {
             membership.owned.remove(slot);
         }
+        membership.beats.send_replace(membership.owned.contains(&0));
         metrics.scale_out_slots(membership.owned.len());
         let partitions = in_slots(&slots);
         membership.handed.extend(partitions.iter().cloned());

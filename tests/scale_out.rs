@@ -42,6 +42,20 @@ fn config((s, t): (&str, &str), source: &Cluster, target: &Cluster, topic: &str)
     )
 }
 
+/// How many heartbeats of flow `source->target` the target's `heartbeats` topic holds.
+fn heartbeats(target: &Cluster, (source, target_alias): (&str, &str)) -> usize {
+    let key = strait::mm2::records::Heartbeat {
+        source_cluster_alias: source.into(),
+        target_cluster_alias: target_alias.into(),
+        timestamp: 0,
+    }
+    .encode_key();
+    kafka::dump(target, "heartbeats")
+        .iter()
+        .filter(|r| r.key.as_deref() == Some(&key[..]))
+        .count()
+}
+
 /// The slots a process owns now, from the last `scale-out group joined` line of its log.
 fn slots_of(strait: &Strait) -> usize {
     let log = strait.log_text();
@@ -112,6 +126,13 @@ fn processes_share_a_flow_and_hand_it_over_on_kill_join_and_stop() {
     let (mut a, mut b, mut c) = (start(), start(), start());
     wait_split(&mut [&mut a, &mut b, &mut c]);
     check("three processes", &mut a, source, &topic, target, &remote);
+    // The flow beats once a second, not once per process (emit.heartbeats.interval.seconds = 1).
+    let beats = || heartbeats(target, ("sa", "ta"));
+    let before = beats();
+    std::thread::sleep(Duration::from_secs(6));
+    let during = beats() - before;
+    eprintln!("heartbeats of the flow in 6 s with three processes: {during}");
+    assert!((3..=8).contains(&during), "{during} heartbeats in 6 s");
 
     // A kill under load: its slots go to b and c once the session times out.
     producing(source, &topic, 6000, 12_000, 2000, || {

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::records::{self, Heartbeat};
@@ -59,11 +60,14 @@ pub struct HeartbeatConfig {
 }
 
 /// Emits heartbeats until `shutdown`, which also cuts short a heartbeat on its way (it is
-/// not worth a wait at shutdown). Failures are logged and retried at the next tick:
-/// a missed heartbeat is what a lag dashboard should see, not a reason to stop replicating.
+/// not worth a wait at shutdown), at the ticks `beats` holds true at (one process of a
+/// scale-out group writes a flow's heartbeats). Failures are logged and retried at the next
+/// tick: a missed heartbeat is what a lag dashboard should see, not a reason to stop
+/// replicating.
 pub async fn run(
     config: HeartbeatConfig,
     target: Arc<Cluster>,
+    beats: watch::Receiver<bool>,
     shutdown: CancellationToken,
 ) -> Result<(), KafkaError> {
     if !await_internal_topic(&target, &config.topic, config.replication_factor, &shutdown).await? {
@@ -76,6 +80,9 @@ pub async fn run(
         tokio::select! {
             _ = shutdown.cancelled() => return Ok(()),
             _ = tick.tick() => {}
+        }
+        if !*beats.borrow() {
+            continue;
         }
         let heartbeat = Heartbeat {
             source_cluster_alias: config.source_alias.clone(),
@@ -122,7 +129,8 @@ mod tests {
             replication_factor: 1,
         };
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(run(config, target, shutdown.clone()));
+        let (_beats, beating) = watch::channel(true);
+        let task = tokio::spawn(run(config, target, beating, shutdown.clone()));
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert!(!task.is_finished(), "gave up: {:?}", task.await);
         shutdown.cancel();
@@ -158,12 +166,63 @@ mod tests {
             replication_factor: 1,
         };
         let shutdown = CancellationToken::new();
-        let task = tokio::spawn(run(config, target, shutdown.clone()));
+        let (_beats, beating) = watch::channel(true);
+        let task = tokio::spawn(run(config, target, beating, shutdown.clone()));
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         while !produced.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(produced.load(Ordering::SeqCst), "a heartbeat was sent");
+        shutdown.cancel();
+        let ended = tokio::time::timeout(Duration::from_secs(5), task).await;
+        assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
+    }
+
+    /// A process of a scale-out group that does not own slot 0 writes no heartbeat; once it
+    /// does, it writes them.
+    #[tokio::test]
+    async fn only_a_process_told_to_beat_writes_heartbeats() {
+        use std::sync::atomic::AtomicUsize;
+        let produced = Arc::new(AtomicUsize::new(0));
+        let seen = produced.clone();
+        let broker = FakeBroker::start(1, &[("heartbeats", 1)], move |r| {
+            if let RequestKind::Produce(_) = r.body {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+            Reply::Default
+        })
+        .await;
+        let target = Arc::new(Cluster::new(
+            "b",
+            vec![broker.addr.clone()],
+            "strait-test",
+            Duration::from_secs(5),
+        ));
+        let config = HeartbeatConfig {
+            source_alias: "a".into(),
+            target_alias: "b".into(),
+            topic: "heartbeats".into(),
+            interval: Duration::from_millis(50),
+            replication_factor: 1,
+        };
+        let shutdown = CancellationToken::new();
+        let (beats, beating) = watch::channel(false);
+        let task = tokio::spawn(run(config, target, beating, shutdown.clone()));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(
+            produced.load(Ordering::SeqCst),
+            0,
+            "no heartbeat while not told to"
+        );
+        beats.send_replace(true);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while produced.load(Ordering::SeqCst) < 2 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            produced.load(Ordering::SeqCst) >= 2,
+            "heartbeats once told to"
+        );
         shutdown.cancel();
         let ended = tokio::time::timeout(Duration::from_secs(5), task).await;
         assert!(matches!(ended, Ok(Ok(Ok(())))), "{ended:?}");
