@@ -666,6 +666,80 @@ fn exactly_once_through_resets_and_a_blackhole_repeats_nothing() {
     assert!(strait.terminate().success(), "{}", strait.log_text());
 }
 
+/// More batches in flight per partition than a broker remembers (5 per producer and
+/// partition): when a connection is lost after the target wrote them all, the resend of the
+/// oldest is answered OUT_OF_ORDER_SEQUENCE_NUMBER (the broker no longer recognises it).
+/// strait reads the target partition to learn which batches it holds and resends only the
+/// others, instead of re-registering its producer and writing them all again.
+#[test]
+fn resends_past_what_the_broker_remembers_are_not_written_twice() {
+    let _serial = serial();
+    cut_a_deep_window(rig(), "deep", &[]);
+}
+
+/// [`resends_past_what_the_broker_remembers_are_not_written_twice`] in exactly-once mode:
+/// the batches of the open transaction (one of 5 s: the cut falls inside it) are read back
+/// too, and the transaction goes on.
+#[test]
+fn resends_past_what_the_broker_remembers_are_not_written_twice_in_exactly_once_mode() {
+    let _serial = serial();
+    let eos = [
+        "exactly.once = true",
+        "exactly.once.transaction.interval.ms = 5000",
+    ];
+    cut_a_deep_window(rig(), "deep-eos", &eos);
+}
+
+/// Replicates a new topic `name` with 32 batches in flight per partition (plus the `extra`
+/// lines), cuts the target's connections after the answers to a full window were lost,
+/// and checks that nothing was written twice.
+fn cut_a_deep_window(rig: &Pair, name: &str, extra: &[&str]) {
+    let topic = kafka::unique(name);
+    kafka::create_topic(&rig.source, &topic, 2, &[]);
+    let deep = [
+        "progress.commit.interval.ms = 1000",
+        "produce.max.in.flight = 32",
+    ];
+    let config = rig.mm2_properties(&topic, REQUEST_TIMEOUT_MS, &[&deep[..], extra].concat());
+    let mut strait = Strait::start(&config, "properties").allow(TARGET_DOWN);
+    let remote = format!("a.{topic}");
+    rig.produce(&topic, 0, 2000, 0);
+    rig.check(&mut strait, "before the cut", &topic, &remote);
+
+    // While records arrive for about 5 s, the target's answers are dropped for 2 s (its
+    // requests still get through): the target writes a full window of every partition (in
+    // exactly-once mode within one transaction) whose answers never come, and then the
+    // connections are cut.
+    std::thread::scope(|s| {
+        s.spawn(|| rig.produce(&topic, 2000, 40_000, 8000));
+        std::thread::sleep(Duration::from_secs(3));
+        let answers_lost = Toxic::Timeout { close_after_ms: 0 };
+        rig.target_proxy
+            .add("mute", Stream::Downstream, answers_lost);
+        std::thread::sleep(Duration::from_secs(2));
+        rig.target_proxy.remove("mute");
+        rig.target_proxy.set_enabled(false);
+        std::thread::sleep(Duration::from_millis(300));
+        rig.target_proxy.set_enabled(true);
+    });
+    assert_noticed(&strait, "answers lost", &["produce request failed"]);
+    let report = rig.check(&mut strait, "answers lost", &topic, &remote);
+    let log = strait.log_text();
+    let producer = log
+        .lines()
+        .filter(|l| l.contains("producer") || l.contains("holds"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_eq!(report.duplicates(), 0, "{report}\n{producer}");
+    // The case under test happened: resends the broker no longer recognised.
+    assert_noticed(
+        &strait,
+        "resends past what the broker remembers",
+        &["the target holds the oldest resent batches"],
+    );
+    assert!(strait.terminate().success(), "{}", strait.log_text());
+}
+
 #[test]
 fn sequence_check_counts_resends_and_flags_losses() {
     let values = |v: &[u8]| v.iter().map(|i| vec![*i]).collect::<Vec<_>>();

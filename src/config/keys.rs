@@ -1332,10 +1332,11 @@ pub static KEYS: &[KeySpec] = &[
     .strait()
     .doc(
         "Produce requests in flight per target partition (and at least per target broker), \
-             1 to 64. Up to 5 a resend is never written twice (the broker remembers a \
-             producer's last 5 batches); past 5 a connection lost with more in flight can \
-             write them twice. A distant target wants more: about round trip × rate ÷ \
-             (batch size × partitions per broker).",
+             1 to 64. The broker recognises a resend among a producer's last 5 batches; past \
+             5, a resend it no longer recognises makes strait read the target partition back \
+             to learn which batches it holds, so none is written twice either way. A distant \
+             target wants more: about round trip × rate ÷ (batch size × partitions per \
+             broker).",
     ),
     KeySpec::new(
         "producer.max.in.flight.requests.per.connection",

@@ -396,7 +396,7 @@ pub struct FlowConfig {
     /// Fetch request `max_wait_ms`, in milliseconds. Default 500.
     pub fetch_max_wait_ms: i32,
     /// Produce requests in flight per target partition, 1..=64 (idempotence keeps order at
-    /// any depth; past 5 a resend after a lost connection can be written twice). Default 5.
+    /// any depth; past 5 the target log tells which resends it holds). Default 5.
     pub produce_max_in_flight: usize,
     /// How long to wait for more batches before sending a Produce request, in milliseconds.
     /// Default 0.

@@ -1,7 +1,8 @@
 //! Strait's raw reader of a whole partition: ListOffsets, then sessionless `read_committed`
 //! Fetches from the log start to the last stable offset. It reads strait's own internal
-//! topics (progress, offset syncs) and lets tests check what a flow wrote; replication goes
-//! through the fetch sessions of `crate::fetch` instead.
+//! topics (progress, offset syncs), lets tests check what a flow wrote, and reads back what
+//! a target partition holds of strait's own batches (`read_from`, everything written);
+//! replication goes through the fetch sessions of `crate::fetch` instead.
 
 use std::collections::HashMap;
 
@@ -28,6 +29,35 @@ pub async fn list_offsets(
     partitions: &[(TopicPartition, i32)],
     timestamp: i64,
 ) -> Result<HashMap<TopicPartition, i64>, KafkaError> {
+    list_offsets_as(conn, partitions, timestamp, Isolation::Committed).await
+}
+
+/// What a read sees: a `read_committed` consumer's view (to the last stable offset, aborted
+/// transactions left out), or everything written (to the high watermark, open transactions
+/// included; control batches are always left out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    Committed,
+    Uncommitted,
+}
+
+impl Isolation {
+    fn level(self) -> i8 {
+        match self {
+            Isolation::Committed => 1,
+            Isolation::Uncommitted => 0,
+        }
+    }
+}
+
+/// [`list_offsets`] as `isolation` sees the log: `timestamp` -1 gives the high watermark
+/// for [`Isolation::Uncommitted`].
+async fn list_offsets_as(
+    conn: &Connection,
+    partitions: &[(TopicPartition, i32)],
+    timestamp: i64,
+    isolation: Isolation,
+) -> Result<HashMap<TopicPartition, i64>, KafkaError> {
     let mut topics: Vec<ListOffsetsTopic> = Vec::new();
     for (tp, epoch) in partitions {
         let p = ListOffsetsPartition::default()
@@ -45,7 +75,7 @@ pub async fn list_offsets(
     }
     let request = ListOffsetsRequest::default()
         .with_replica_id((-1).into())
-        .with_isolation_level(1)
+        .with_isolation_level(isolation.level())
         .with_topics(topics);
     let response = conn.send(&request).await?;
     let mut out = HashMap::new();
@@ -181,6 +211,30 @@ pub async fn read_tail(
     tp: &TopicPartition,
     offsets: i64,
 ) -> Result<Option<Vec<RawBatch>>, KafkaError> {
+    let committed = Isolation::Committed;
+    read_between(cluster, tp, committed, |end| end.saturating_sub(offsets)).await
+}
+
+/// The batches of one partition from the one holding offset `from` (or from its log start,
+/// if that is later) to its end, whole, as `isolation` sees them: the produce engine reads
+/// back what the target holds of its own batches.
+pub async fn read_from(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    from: i64,
+    isolation: Isolation,
+) -> Result<Option<Vec<RawBatch>>, KafkaError> {
+    read_between(cluster, tp, isolation, |_| from).await
+}
+
+/// [`read_partition`] from `first(end)` (or the log start, if that is later) to the end
+/// `isolation` sees (the last stable offset, or the high watermark).
+async fn read_between(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    isolation: Isolation,
+    first: impl FnOnce(i64) -> i64,
+) -> Result<Option<Vec<RawBatch>>, KafkaError> {
     let meta = cluster.metadata(Some(&[tp.topic.to_string()])).await?;
     let Some(topic) = meta
         .into_iter()
@@ -198,8 +252,8 @@ pub async fn read_tail(
     let conn = cluster.broker(p.leader).await?;
     let here = [(tp.clone(), p.leader_epoch)];
     let (start, end) = (
-        list_offsets(&conn, &here, -2).await?,
-        list_offsets(&conn, &here, -1).await?,
+        list_offsets_as(&conn, &here, -2, isolation).await?,
+        list_offsets_as(&conn, &here, -1, isolation).await?,
     );
     let (Some(&start), Some(&end)) = (start.get(tp), end.get(tp)) else {
         return Err(KafkaError::Other(format!(
@@ -207,7 +261,7 @@ pub async fn read_tail(
         )));
     };
     let mut out = Vec::new();
-    let mut offset = start.max(end.saturating_sub(offsets));
+    let mut offset = start.max(first(end));
     let mut fetch_bytes = FIRST_FETCH_BYTES;
     while offset < end {
         // A sessionless full fetch (session id 0, epoch -1; KIP-227).
@@ -215,7 +269,7 @@ pub async fn read_tail(
             .with_max_wait_ms(100)
             .with_min_bytes(1)
             .with_max_bytes(fetch_bytes)
-            .with_isolation_level(1)
+            .with_isolation_level(isolation.level())
             .with_session_id(0)
             .with_session_epoch(-1)
             .with_topics(vec![FetchTopic::default()

@@ -8,8 +8,8 @@
 //!   many requests per broker, sent as soon as batches wait (a backlog fills the window at
 //!   once); idempotence keeps order; a failed batch and every later one are resent with the
 //!   same sequences once the partition's outstanding requests are back (past 5 in flight
-//!   the broker may no longer recognise a resend it already has: the producer is then
-//!   re-registered and those batches written again);
+//!   the broker may no longer recognise a resend it already has: the partition's target
+//!   log is then read back to learn which batches it holds, and only the others are sent);
 //! * a batch the target refuses for good stops its partition alone, and the fetcher stops
 //!   reading it; leaders unknown or moved are looked up in the background;
 //! * a partition the target keeps refusing (`partition::PAUSE_AFTER`) lets go of its batches
@@ -41,7 +41,7 @@ use crate::fetch::{Chunk, FetchEvent, Fetcher};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::produce_request::{self, TopicData};
 use crate::kafka::transaction::PRODUCE_AT_MOST;
-use crate::kafka::{Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
+use crate::kafka::{log_reader, Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
 use crate::mm2::offset_sync::SyncSender;
 use crate::now_ms;
 use crate::offset_map::{Forwarded, Lineage, OffsetMap, Position, Translations};
@@ -59,14 +59,14 @@ mod transaction;
 pub use partition::next_sequence;
 
 use chatter::{Chatter, Line};
-use partition::{Entry, Outcome, Partition, Resend, Reset};
+use partition::{Entry, LogCheck, Outcome, Partition, Resend, Reset};
 use transaction::{Phase, Transaction};
 
 /// Produce knobs, from the flow's configuration.
 #[derive(Debug, Clone)]
 pub struct ProduceConfig {
     /// Unacknowledged batches per partition (`produce.max.in.flight`, 1..=64; past 5 a resend
-    /// after a lost connection can duplicate what was in flight).
+    /// the broker no longer recognises is looked up in the target log: `Outcome::CheckLog`).
     pub max_in_flight: usize,
     /// Soft limit of one Produce request (a single larger batch still goes alone).
     pub max_request_bytes: usize,
@@ -161,6 +161,12 @@ enum Done {
     },
     /// The open transaction committed (EndTxn).
     Ended(Result<(), KafkaError>),
+    /// Partition `i`'s target log read back from its acknowledged position
+    /// (`Outcome::CheckLog`).
+    Checked {
+        i: usize,
+        result: Result<Option<Vec<RawBatch>>, KafkaError>,
+    },
     /// A connection dialled to a target broker.
     Connected {
         broker: i32,
@@ -1197,6 +1203,7 @@ impl Engine {
             Done::Enrolled { parts, result } => self.on_enrolled(parts, result),
             Done::Ended(result) => self.on_ended(result),
             Done::Connected { broker, result } => self.on_connected(broker, result),
+            Done::Checked { i, result } => self.on_checked(i, result),
         }
     }
 
@@ -1310,6 +1317,13 @@ impl Engine {
                 tracing::warn!(partition = %part.target, seq, "out-of-order sequence at the head of the partition; re-initialising the producer");
                 part.failed = true;
                 self.reset_pending = true;
+            }
+            Outcome::CheckLog => {
+                if part.check == LogCheck::Idle {
+                    tracing::info!(partition = %part.target, seq, target_offset = part.acked.target_next, "the target no longer recognises a resent batch (more were in flight than the 5 it remembers): reading the partition back to learn which it holds");
+                    part.check = LogCheck::Due(Instant::now());
+                }
+                part.failed = true;
             }
             Outcome::Resend(Resend::Missing) => {
                 tracing::warn!(partition = %part.target, "Produce response lacks the partition; will resend");
@@ -1521,15 +1535,78 @@ impl Engine {
         let now = Instant::now();
         for i in 0..self.parts.len() {
             let part = &mut self.parts[i];
-            if !self.reset_pending {
-                part.recover(now);
-            }
             if part.new_log && part.outstanding == 0 {
                 self.start_over(i);
+            }
+            let part = &mut self.parts[i];
+            match part.check {
+                LogCheck::Due(at) if at <= now && part.outstanding == 0 => self.check_log(i),
+                LogCheck::Idle if !self.reset_pending => part.recover(now),
+                _ => {}
             }
         }
         self.look_up_leaders();
         Ok(())
+    }
+
+    /// Reads partition `i`'s target log from its acknowledged position, in the background
+    /// (`Outcome::CheckLog`).
+    fn check_log(&mut self, i: usize) {
+        let part = &mut self.parts[i];
+        part.check = LogCheck::Reading;
+        let (target, tp, from) = (
+            self.target.clone(),
+            part.target.clone(),
+            part.acked.target_next,
+        );
+        self.requests.spawn(async move {
+            // The open transaction's batches too, in exactly-once mode.
+            let everything = log_reader::Isolation::Uncommitted;
+            let result = log_reader::read_from(&target, &tp, from, everything).await;
+            Done::Checked { i, result }
+        });
+    }
+
+    /// Partition `i`'s target log, read back: the resent batches found there under the
+    /// current producer identity count as written at their offsets, and the others are
+    /// resent. None found: the target's sequence state and strait's disagree, and the
+    /// producer is re-initialised. A failed read is tried again after a backoff.
+    fn on_checked(&mut self, i: usize, result: Result<Option<Vec<RawBatch>>, KafkaError>) {
+        let part = &mut self.parts[i];
+        if part.check != LogCheck::Reading {
+            // The partition let its batches go, or the producer was re-initialised meanwhile.
+            return;
+        }
+        let batches = match result {
+            Ok(Some(batches)) => batches,
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                tracing::warn!(partition = %part.target, error = %e, "cannot read the target partition back; trying again");
+                part.check = LogCheck::Due(Instant::now() + part.backoff.next_delay());
+                return;
+            }
+        };
+        let (pid, epoch) = self.producer;
+        let written: HashMap<i32, i64> = batches
+            .iter()
+            .filter(|b| b.producer_id() == pid && b.producer_epoch() == epoch)
+            .map(|b| (b.base_sequence(), b.base_offset()))
+            .collect();
+        let resent = part.inflight.iter().filter(|e| e.seq.is_some()).count();
+        match part.found(&written) {
+            None => {
+                tracing::warn!(partition = %part.target, "the target holds none of the resent batches yet refused them out of sequence; re-initialising the producer");
+                self.reset_pending = true;
+            }
+            Some(0) => {}
+            Some(found) => {
+                tracing::info!(partition = %part.target, found, resend = resent - found, "the target holds the oldest resent batches: they count as written, the others are resent");
+            }
+        }
+        let done = self.parts[i].settle();
+        if !done.is_empty() {
+            self.acknowledged(i, done);
+        }
     }
 
     /// Starts a metadata lookup for the target topics of the partitions without a known

@@ -6,7 +6,7 @@
 //! (`produce::Engine`) carries the decisions out (connections, requests, the producer id,
 //! the fetcher).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +38,9 @@ pub(super) struct Entry {
     pub answer: Answer,
     /// When the batch was first sent: the start of its `delivery.timeout.ms`.
     pub first_sent: Option<Instant>,
+    /// Whether the last send was a resend under the sequence it was first sent with: the
+    /// target may hold the batch already.
+    pub resent: bool,
     /// CORRUPT_MESSAGE answers so far (`CORRUPT_RESENDS`).
     pub corrupt: u32,
     /// The Fetch responses whose buffers this entry's batches hold (`fetch::Chunk::permit`).
@@ -62,6 +65,7 @@ impl Entry {
             commits: Vec::new(),
             answer: Answer::Pending,
             first_sent: None,
+            resent: false,
             corrupt: 0,
             _permits: permits,
         }
@@ -77,6 +81,19 @@ pub(super) enum Answer {
     Written(i64),
     /// Refused, or lost with its request: not written as far as strait knows.
     Refused,
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER for a resend: maybe written before, further back than
+    /// the broker remembers; the target's log tells (`Outcome::CheckLog`).
+    Unsure,
+}
+
+/// Where a partition is in reading its target log back to learn which of its resent
+/// batches the target holds (`Outcome::CheckLog`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LogCheck {
+    Idle,
+    /// To be read once the partition's requests are back, and not before this.
+    Due(Instant),
+    Reading,
 }
 
 /// The target wrote a batch behind one it refused: it had lost strait's producer state (its
@@ -100,6 +117,12 @@ pub(super) enum Outcome {
     Release,
     /// Re-initialise the producer id, then resend every unacknowledged batch from sequence 0.
     ResetProducer(Reset),
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER for a batch resent after its answer was lost (or for
+    /// any batch while such a check is due): the broker remembers a producer's last 5
+    /// batches per partition, so with more in flight it no longer recognises one it wrote.
+    /// Read the target partition from the acknowledged position to learn which batches it
+    /// holds, and resend only the others.
+    CheckLog,
     /// A newer epoch of strait's producer id wrote here (INVALID_PRODUCER_EPOCH,
     /// PRODUCER_FENCED): another process registered the flow's transactional id. Without a
     /// transactional id (no fencing) the producer is re-initialised instead.
@@ -205,6 +228,8 @@ pub(super) struct Partition {
     pub stopped: bool,
     /// Whether the target acknowledged a batch of the current producer identity here.
     pub confirmed: bool,
+    /// Reading the target log back (`Outcome::CheckLog`): nothing is sent meanwhile.
+    pub check: LogCheck,
     /// The sequence right after the last batch settled with a known target offset, under
     /// the current producer identity, and the target offset after that batch: a batch
     /// acknowledged at that sequence without an offset (DUPLICATE_SEQUENCE_NUMBER with -1)
@@ -267,6 +292,7 @@ impl Partition {
             first_fetched: -1,
             stopped: false,
             confirmed: false,
+            check: LogCheck::Idle,
             follows: None,
             refused_since: None,
             warned: false,
@@ -321,6 +347,7 @@ impl Partition {
     /// buffer: the queued ones now, those in flight once the last answer is in (nothing is
     /// resent).
     pub fn release(&mut self) {
+        self.check = LogCheck::Idle;
         self.queue.clear();
         if self.outstanding == 0 {
             self.inflight.clear();
@@ -359,6 +386,16 @@ impl Partition {
             ResponseError::UnknownProducerId => Outcome::ResetProducer(Reset::LostState(error)),
             ResponseError::InvalidProducerEpoch | ResponseError::ProducerFenced => {
                 Outcome::Fenced(error)
+            }
+            // A resend, or any batch behind one being checked: the target log tells (from
+            // the acknowledged position on). Answers are taken in any order, so this does
+            // not wait for the oldest batch's own.
+            ResponseError::OutOfOrderSequenceNumber
+                if self.check != LogCheck::Idle
+                    || (self.acked.target_next >= 0
+                        && self.inflight.iter().any(|e| e.seq == Some(seq) && e.resent)) =>
+            {
+                Outcome::CheckLog
             }
             ResponseError::OutOfOrderSequenceNumber
                 if !self.failed && self.inflight.front().and_then(|e| e.seq) == Some(seq) =>
@@ -408,6 +445,7 @@ impl Partition {
         let entry = self.inflight.iter_mut().find(|e| e.seq == Some(seq))?;
         entry.answer = match outcome {
             Outcome::Acked { base_offset } => Answer::Written(base_offset),
+            Outcome::CheckLog => Answer::Unsure,
             _ => Answer::Refused,
         };
         if outcome == Outcome::Resend(Resend::Later(ResponseError::CorruptMessage)) {
@@ -448,6 +486,7 @@ impl Partition {
     ) -> Option<(i32, &'e RawBatch)> {
         let batch = entry.batch.as_ref()?;
         entry.first_sent.get_or_insert(now);
+        entry.resent = entry.seq.is_some();
         let seq = *entry.seq.get_or_insert_with(|| {
             let seq = self.next_seq;
             self.next_seq = next_sequence(seq, batch.record_count());
@@ -654,6 +693,34 @@ impl Partition {
         }
     }
 
+    /// The target log was read back (`Outcome::CheckLog`): `written` maps the base sequence
+    /// of each batch of the current producer identity found there to its base offset. The
+    /// in-flight batches found, from the oldest on up to the first not found, count as
+    /// written there (the broker appends a producer's batches in sequence order, so none
+    /// after that one is); the others are resent once `recover` requeues them. Returns how
+    /// many were found; `None` when none was though the oldest was refused out of sequence:
+    /// the target's sequence state and strait's disagree.
+    pub fn found(&mut self, written: &HashMap<i32, i64>) -> Option<usize> {
+        self.check = LogCheck::Idle;
+        let oldest_unsure = self
+            .inflight
+            .iter()
+            .find(|e| e.seq.is_some())
+            .is_some_and(|e| e.answer == Answer::Unsure);
+        let mut found = 0;
+        for e in &mut self.inflight {
+            let Some(seq) = e.seq else {
+                continue;
+            };
+            match written.get(&seq) {
+                Some(&base) => e.answer = Answer::Written(base),
+                None => break,
+            }
+            found += 1;
+        }
+        (found > 0 || !oldest_unsure).then_some(found)
+    }
+
     /// The target partition is a new log (its topic deleted and created again): it holds no
     /// producer state, so, like a partition that never acknowledged strait's producer, it
     /// takes one batch at a time until it acknowledges one (a broker without state for a
@@ -662,12 +729,14 @@ impl Partition {
     /// kept go with the sequences they have, which such a broker accepts.
     pub fn start_over(&mut self) {
         self.new_log = false;
+        self.check = LogCheck::Idle;
         self.confirmed = false;
         self.follows = None;
     }
 
     /// The producer id changed: every unacknowledged batch is resent, numbered from 0.
     pub fn restart_sequences(&mut self) {
+        self.check = LogCheck::Idle;
         self.requeue();
         self.next_seq = 0;
         self.confirmed = false;
@@ -906,6 +975,91 @@ mod tests {
         assert_eq!(
             judged(&p, 0, Some((out_of_order.code(), -1))),
             Outcome::Resend(Resend::Later(out_of_order))
+        );
+    }
+
+    /// A resent head refused out of sequence may be written further back than the broker
+    /// remembers: the target log decides, and every later out-of-sequence answer waits for
+    /// it without counting as a refusal (no reordering is reported).
+    #[test]
+    fn an_out_of_order_resend_is_checked_against_the_target_log() {
+        let out_of_order = Some((ResponseError::OutOfOrderSequenceNumber.code(), -1));
+        let mut p = partition();
+        p.acked.target_next = 100;
+        for n in 1..=3 {
+            queue(&mut p, 2, 2 * n);
+        }
+        for _ in 0..3 {
+            send(&mut p);
+        }
+        // The answers are lost with the connection: resent with their sequences.
+        p.outstanding = 0;
+        p.failed = true;
+        p.recover(Instant::now());
+        assert_eq!(send(&mut p), Some(0));
+        assert_eq!(send(&mut p), Some(2));
+        assert_eq!(send(&mut p), Some(4));
+        // Answers are taken in any order: the second batch's first.
+        assert_eq!(judged(&p, 2, out_of_order), Outcome::CheckLog);
+        assert_eq!(p.record(2, Outcome::CheckLog), None);
+        p.check = LogCheck::Due(Instant::now());
+        p.failed = true;
+        assert_eq!(judged(&p, 0, out_of_order), Outcome::CheckLog);
+        assert_eq!(p.record(0, Outcome::CheckLog), None);
+        // The third was still in the broker's memory: a duplicate, written at 104.
+        assert_eq!(p.record(4, Outcome::Acked { base_offset: 104 }), None);
+        p.outstanding = 0;
+        // The log holds the first two (and batches of others, not looked at).
+        let written = [(0, 100), (2, 102), (4, 104)].into_iter().collect();
+        assert_eq!(p.found(&written), Some(3));
+        assert_eq!(p.check, LogCheck::Idle);
+        assert_eq!(
+            settle(&mut p),
+            vec![(2, Some(100)), (4, Some(102)), (6, Some(104))]
+        );
+
+        // Found up to the first batch the log lacks; the rest is resent.
+        let mut p = partition();
+        p.acked.target_next = 0;
+        for n in 1..=3 {
+            queue(&mut p, 2, 2 * n);
+            send(&mut p);
+        }
+        let written = [(0, 0), (4, 9)].into_iter().collect();
+        assert_eq!(p.found(&written), Some(1));
+        assert_eq!(settle(&mut p), vec![(2, Some(0))]);
+        assert_eq!(p.inflight.len(), 2);
+
+        // None found: the oldest was refused for another reason (resent as usual), or out
+        // of sequence (the target's state and strait's disagree).
+        let mut p = partition();
+        p.acked.target_next = 0;
+        queue(&mut p, 2, 2);
+        send(&mut p);
+        p.record(
+            0,
+            Outcome::Resend(Resend::Later(ResponseError::NotEnoughReplicas)),
+        );
+        assert_eq!(p.found(&HashMap::new()), Some(0));
+        p.record(0, Outcome::CheckLog);
+        assert_eq!(p.found(&HashMap::new()), None);
+
+        // A head sent once, or with no known target position to read from: reset.
+        let mut p = partition();
+        queue(&mut p, 1, 1);
+        send(&mut p);
+        assert_eq!(
+            judged(&p, 0, out_of_order),
+            Outcome::ResetProducer(Reset::OutOfOrderHead)
+        );
+        p.failed = true;
+        p.outstanding = 0;
+        p.recover(Instant::now());
+        send(&mut p);
+        assert_eq!(
+            judged(&p, 0, out_of_order),
+            Outcome::ResetProducer(Reset::OutOfOrderHead),
+            "target position unknown"
         );
     }
 
