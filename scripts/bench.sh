@@ -34,8 +34,8 @@
 # (full JIT, 1 GiB heap); preload the source topics bench-none / bench-lz4 / bench-small (6
 # partitions, 1 KiB JSON-like records, 128 KiB batches none / lz4, and ~5 KiB batches none;
 # with --variants ...,many also the topics bench-many-0000, -0001, ... of one-record batches);
-# measure the brokers' limits (two ProducerPerformance at once into the target, acks=all, same
-# batching as the preload; and ConsumerPerformance from the source); time each replicator's
+# measure the limits of each side alone with strait's own engines (benches/limits.rs: the
+# source topic fetched into memory, then produced from memory into the target); time each replicator's
 # catch-up until the remote topic on the target holds every record (fresh cluster aliases per
 # run, so MM2 state and remote topics never collide; removed after each run); then end-to-end
 # latency at a steady ~20% of the slowest replicator's catch-up rate, with its floor measured
@@ -144,6 +144,16 @@ else
     (cd "$ROOT" && cargo build --release --target x86_64-unknown-linux-musl --quiet)
     STRAIT="$ROOT/target/x86_64-unknown-linux-musl/release/strait"
 fi
+
+log "building the limits tool (benches/limits.rs, release, x86_64-unknown-linux-musl)"
+LIMITS="$(cd "$ROOT" && cargo bench --bench limits --no-run --target x86_64-unknown-linux-musl \
+    --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == "limits" and m.get("executable"):
+        print(m["executable"])')"
+[[ -x "$LIMITS" ]] || { log "the limits tool did not build (cargo bench --bench limits --no-run)"; exit 1; }
 
 log "fetching Kafka jars (cached after the first run)"
 CP="$("$KAFKA" classpath)"
@@ -284,49 +294,34 @@ for v in "${VARIANTS[@]}"; do
     emit "{\"kind\":\"preload\",\"variant\":\"$v\",\"records\":$(records_of "$v"),\"source_bytes\":${SOURCE_BYTES[$v]}}"
 done
 
-# --- the brokers' own limits -------------------------------------------------------------------
+# --- the limits no replicator can beat ------------------------------------------------------
 
-# Two producers at once: one Java producer is client-bound (it builds, and for lz4 compresses,
-# every record) well below what the broker takes. Their rates add up (they run side by side).
-INGEST_PRODUCERS=2
-ingest_limit() { # VARIANT RUN
-    local v="$1" run="$2" topic="limit-$1-$2" line rps="" i pids=() one
-    tool create "$TARGET" --topic "$topic" --partitions "$PARTITIONS"
-    for i in $(seq 1 "$INGEST_PRODUCERS"); do
-        producer_perf "$TARGET" "$topic" "$v" $((RECORDS / INGEST_PRODUCERS)) >"$WORK/ingest.$i" &
-        pids+=($!)
-    done
-    for i in "${pids[@]}"; do wait "$i" || true; done
-    for i in $(seq 1 "$INGEST_PRODUCERS"); do
-        line="$(cat "$WORK/ingest.$i")"
-        # "N records sent, X records/sec (Y MB/sec), ..."
-        one="$(sed -n 's/^[0-9]* records sent, \([0-9.]*\) records\/sec.*/\1/p' <<<"$line")"
-        [[ -n "$one" ]] || { rps=""; break; }
-        rps="$(python3 -c "print(${rps:-0} + $one)")"
-    done
-    log "  ingest $v run $run: ${rps:-?} records/s ($INGEST_PRODUCERS producers)"
-    [[ -n "$rps" ]] && emit "{\"kind\":\"limit\",\"limit\":\"ingest\",\"variant\":\"$v\",\"run\":$run,\"records_per_s\":$rps}"
-    tool delete "$TARGET" --regex "$topic" >/dev/null
+# Each side alone, with strait's own engines (benches/limits.rs): the fetch engine reads the
+# source topic into memory (batches split and CRC-checked), then the produce engine writes
+# what it read into a fresh target topic with nothing fetched meanwhile. A replicator does both
+# at once on the same machine. The produce side runs at LIMITS_IN_FLIGHT batches in flight per
+# partition: strait's default, 5 (32 wrote `none` slower into the local broker: 119 MB/s vs 166).
+LIMITS_IN_FLIGHT="${LIMITS_IN_FLIGHT:-5}"
+side_limits() { # VARIANT RUN
+    local v="$1" run="$2" topic="limit-$1-$2" line
+    line="$("$LIMITS" --source "$SOURCE" --topic "bench-$v" --target "$TARGET" --to "$topic" \
+        --in-flight "$LIMITS_IN_FLIGHT" 2>>"$OUT/logs/limits.err")" || { log "  limits $v run $run failed (logs/limits.err)"; return 0; }
+    python3 - "$line" "$v" "$run" >>"$RESULTS" <<'PY'
+import json, sys
+m, v, run = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+for limit, key in (("fetch", "fetch_s"), ("ingest", "produce_s")):
+    print(json.dumps({"kind": "limit", "limit": limit, "variant": v, "run": run,
+                      "records_per_s": m["records"] / m[key], "seconds": m[key]}))
+PY
+    log "  limits $v run $run: $line"
+    tool delete "$TARGET" --regex "$topic(-progress)?" >/dev/null
 }
 
-fetch_limit() { # VARIANT RUN
-    local v="$1" run="$2" line rps conf="$OUT/config/consumer-perf.properties"
-    printf 'fetch.max.bytes=104857600\nmax.partition.fetch.bytes=10485760\n' >"$conf"
-    line="$(jrun org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$SOURCE" \
-        --topic "bench-$v" --messages "$RECORDS" --group "bench-limit-$v-$run" --timeout 60000 \
-        --consumer.config "$conf" --hide-header 2>>"$OUT/logs/perf.err" | tail -n 1)"
-    # start.time, end.time, MB, MB.sec, nMsg, nMsg.sec, rebalance.ms, fetch.ms, fetch.MB.sec, fetch.nMsg.sec
-    rps="$(awk -F', *' '{print $10}' <<<"$line")"
-    log "  fetch $v run $run: ${rps:-?} records/s"
-    [[ -n "$rps" ]] && emit "{\"kind\":\"limit\",\"limit\":\"fetch\",\"variant\":\"$v\",\"run\":$run,\"records_per_s\":$rps}"
-}
-
-log "measuring the brokers' own limits (ingest into the target, fetch from the source)"
+log "measuring each side alone (fetch only from the source, produce only into the target)"
 for run in $(seq 1 "$RUNS"); do
     for v in "${VARIANTS[@]}"; do
         [[ "$v" != many ]] || continue # the limits of one-record batches: not measured
-        ingest_limit "$v" "$run"
-        fetch_limit "$v" "$run"
+        side_limits "$v" "$run"
     done
 done
 
