@@ -147,17 +147,24 @@ async fn run(args: Args) -> anyhow::Result<()> {
         new_log: false,
         origin: None,
     });
+    let Read {
+        events,
+        records,
+        batches,
+        bytes,
+        seconds: fetch_s,
+    } = read;
     let produce_s = produce_all(
         target,
-        (&progress, fetcher),
+        &progress,
+        fetcher,
         args.in_flight,
         routes,
-        read.events,
+        (events, records),
     )
     .await?;
     println!(
-        "{{\"records\":{},\"bytes\":{},\"batches\":{},\"fetch_s\":{:.3},\"produce_s\":{:.3}}}",
-        read.records, read.bytes, read.batches, read.seconds, produce_s
+        "{{\"records\":{records},\"bytes\":{bytes},\"batches\":{batches},\"fetch_s\":{fetch_s:.3},\"produce_s\":{produce_s:.3}}}"
     );
     Ok(())
 }
@@ -227,28 +234,18 @@ async fn fetch_all(
     Ok((read, fetcher))
 }
 
-/// Writes `events` along `routes` with strait's produce engine (its progress in topic
-/// `progress`; `fetcher`, stopped, is only asked to pause partitions, which none are): the
-/// seconds the target took to acknowledge them all at the rate it acknowledged them once
-/// it started to.
+/// Writes `events` (`records` records in all) along `routes` with strait's produce engine
+/// (its progress in topic `progress`; `fetcher`, stopped, is only asked to pause partitions,
+/// which none are): the seconds the target took to acknowledge them all at the rate it
+/// acknowledged them once it started to.
 async fn produce_all(
     target: Arc<Cluster>,
-    (progress, fetcher): (&str, Fetcher),
+    progress: &str,
+    fetcher: Fetcher,
     in_flight: usize,
     routes: impl Iterator<Item = Route>,
-    events: Vec<FetchEvent>,
+    (events, records): (Vec<FetchEvent>, u64),
 ) -> anyhow::Result<f64> {
-    let records: u64 = events
-        .iter()
-        .map(|e| match e {
-            FetchEvent::Chunk(c) => c
-                .batches
-                .iter()
-                .map(|f| u64::try_from(f.batch.record_count()).unwrap_or(0))
-                .sum(),
-            FetchEvent::Stopped { .. } => 0,
-        })
-        .sum();
     let config = ProduceConfig {
         max_in_flight: in_flight,
         max_request_bytes: defaults::PRODUCE_MAX_REQUEST_BYTES,
