@@ -14,7 +14,7 @@
 //!
 //! ```text
 //! cargo bench --bench limits -- --source 127.0.0.1:9092 --topic bench-none \
-//!     --target 127.0.0.1:9093 --to limit-none-1 [--in-flight 5]
+//!     --target 127.0.0.1:9093 --to limit-none-1 [--in-flight 5] [--connections 2]
 //! ```
 //!
 //! prints one JSON line: `{"records":..,"bytes":..,"batches":..,"fetch_s":..,"produce_s":..}`
@@ -63,6 +63,9 @@ struct Args {
     /// Unacknowledged batches per partition (strait's `produce.max.in.flight`).
     #[arg(long, default_value_t = defaults::PRODUCE_MAX_IN_FLIGHT)]
     in_flight: usize,
+    /// Connections per target broker (strait's `produce.connections.per.broker`).
+    #[arg(long, default_value_t = defaults::PRODUCE_CONNECTIONS_PER_BROKER)]
+    connections: usize,
     /// Added by `cargo bench`.
     #[arg(long, hide = true)]
     bench: bool,
@@ -159,6 +162,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
         &progress,
         fetcher,
         args.in_flight,
+        args.connections,
         routes,
         (events, records),
     )
@@ -243,6 +247,7 @@ async fn produce_all(
     progress: &str,
     fetcher: Fetcher,
     in_flight: usize,
+    connections: usize,
     routes: impl Iterator<Item = Route>,
     (events, records): (Vec<FetchEvent>, u64),
 ) -> anyhow::Result<f64> {
@@ -254,6 +259,7 @@ async fn produce_all(
         drain_timeout: Duration::from_millis(defaults::SHUTDOWN_DRAIN_TIMEOUT_MS),
         delivery_timeout: Duration::from_millis(defaults::PRODUCE_DELIVERY_TIMEOUT_MS),
         coalesce_bytes: 0,
+        connections,
         transactional_id: None,
         exactly_once: false,
     };

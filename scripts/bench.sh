@@ -44,7 +44,8 @@
 #
 # Environment: SOURCE_PORT / TARGET_PORT (default 39092 / 49092), STRAIT_KAFKA_JAVA_OPTS (broker
 # JVM options; default full JIT and a 1 GiB heap), STRAIT_CACHE (as for scripts/kafka.sh),
-# STRAIT_BIN (a strait binary to measure instead of building one).
+# STRAIT_BIN (a strait binary to measure instead of building one), LIMITS_IN_FLIGHT /
+# LIMITS_CONNECTIONS (the produce-only limit's window and connections; strait's defaults).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
@@ -300,12 +301,14 @@ done
 # source topic into memory (batches split and CRC-checked), then the produce engine writes
 # what it read into a fresh target topic with nothing fetched meanwhile. A replicator does both
 # at once on the same machine. The produce side runs at LIMITS_IN_FLIGHT batches in flight per
-# partition: strait's default, 5 (32 wrote `none` slower into the local broker: 119 MB/s vs 166).
+# partition: strait's default, 5 (32 wrote `none` slower into the local broker: 119 MB/s vs 166),
+# over LIMITS_CONNECTIONS connections to the target broker: strait's default, 2.
 LIMITS_IN_FLIGHT="${LIMITS_IN_FLIGHT:-5}"
+LIMITS_CONNECTIONS="${LIMITS_CONNECTIONS:-2}"
 side_limits() { # VARIANT RUN
     local v="$1" run="$2" topic="limit-$1-$2" line
     line="$("$LIMITS" --source "$SOURCE" --topic "bench-$v" --target "$TARGET" --to "$topic" \
-        --in-flight "$LIMITS_IN_FLIGHT" 2>>"$OUT/logs/limits.err")" || { log "  limits $v run $run failed (logs/limits.err)"; return 0; }
+        --in-flight "$LIMITS_IN_FLIGHT" --connections "$LIMITS_CONNECTIONS" 2>>"$OUT/logs/limits.err")" || { log "  limits $v run $run failed (logs/limits.err)"; return 0; }
     python3 - "$line" "$v" "$run" >>"$RESULTS" <<'PY'
 import json, sys
 m, v, run = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])

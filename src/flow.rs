@@ -553,6 +553,7 @@ async fn start(
         }),
         drain_timeout: Duration::from_millis(flow.shutdown_drain_timeout_ms),
         coalesce_bytes: flow.produce_coalesce_bytes,
+        connections: flow.produce_connections_per_broker,
         // A scale-out group's members share the flow: the group, not a fencing id, keeps
         // two of them off one partition.
         transactional_id: flow

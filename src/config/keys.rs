@@ -1339,6 +1339,22 @@ pub static KEYS: &[KeySpec] = &[
              broker).",
     ),
     KeySpec::new(
+        "produce.connections.per.broker",
+        Flow,
+        "2",
+        flow!(produce_connections_per_broker, parse_int),
+    )
+    .toml("produce_connections_per_broker")
+    .strait()
+    .doc(
+        "Connections to each target broker, 1 to 16. A broker serves the requests of one \
+             connection one at a time, so over a single connection it appends to one partition \
+             after another; with several it appends to the partitions of each at once. A \
+             partition's requests all go over the same connection, so their order is kept. The \
+             Java producer keeps one (MM2 gets more from its tasks, each a producer of its \
+             own).",
+    ),
+    KeySpec::new(
         "producer.max.in.flight.requests.per.connection",
         Flow,
         "5",

@@ -398,6 +398,9 @@ pub struct FlowConfig {
     /// Produce requests in flight per target partition, 1..=64 (idempotence keeps order at
     /// any depth; past 5 the target log tells which resends it holds). Default 5.
     pub produce_max_in_flight: usize,
+    /// Connections to each target broker, 1..=16: a broker serves one connection's requests
+    /// one at a time, so several let it append to several partitions at once. Default 2.
+    pub produce_connections_per_broker: usize,
     /// How long to wait for more batches before sending a Produce request, in milliseconds.
     /// Default 0.
     pub produce_linger_ms: u64,
@@ -458,6 +461,7 @@ impl FlowConfig {
             fetch_partition_max_bytes,
             fetch_max_wait_ms,
             produce_max_in_flight,
+            produce_connections_per_broker,
             produce_linger_ms,
             produce_max_request_bytes,
             buffer_bytes,
@@ -542,6 +546,10 @@ impl FlowConfig {
             (
                 "produce.max.in.flight",
                 *produce_max_in_flight == other.produce_max_in_flight,
+            ),
+            (
+                "produce.connections.per.broker",
+                *produce_connections_per_broker == other.produce_connections_per_broker,
             ),
             (
                 "produce.linger.ms",
@@ -655,6 +663,8 @@ pub mod defaults {
     /// In-flight Produce requests per partition (the Java producer's
     /// `max.in.flight.requests.per.connection`).
     pub const PRODUCE_MAX_IN_FLIGHT: usize = 5;
+    /// Connections per target broker (strait's own; the Java producer keeps one).
+    pub const PRODUCE_CONNECTIONS_PER_BROKER: usize = 2;
     /// Produce linger (the Java producer's `linger.ms`; strait keeps 0).
     pub const PRODUCE_LINGER_MS: u64 = 0;
     /// Produce request size bound (the Java producer's `max.request.size`).

@@ -194,6 +194,7 @@ pub(crate) struct RawFlow {
     pub fetch_partition_max_bytes: Option<Sourced<i64>>,
     pub fetch_max_wait_ms: Option<Sourced<i64>>,
     pub produce_max_in_flight: Option<Sourced<i64>>,
+    pub produce_connections_per_broker: Option<Sourced<i64>>,
     pub produce_linger_ms: Option<Sourced<i64>>,
     pub produce_max_request_bytes: Option<Sourced<i64>>,
     pub buffer_bytes: Option<Sourced<i64>>,

@@ -1352,6 +1352,13 @@ impl<'a> Validator<'a> {
             1,
             MAX_IN_FLIGHT,
         )? as usize;
+        let produce_connections_per_broker = self.int(
+            layers.get(|f| &f.produce_connections_per_broker),
+            &path("produce_connections_per_broker"),
+            defaults::PRODUCE_CONNECTIONS_PER_BROKER as i64,
+            1,
+            16,
+        )? as usize;
         let produce_linger_ms = self.int(
             layers.get(|f| &f.produce_linger_ms),
             &path("produce_linger_ms"),
@@ -1420,6 +1427,7 @@ impl<'a> Validator<'a> {
             fetch_partition_max_bytes,
             fetch_max_wait_ms,
             produce_max_in_flight,
+            produce_connections_per_broker,
             produce_linger_ms,
             produce_max_request_bytes,
             buffer_bytes,

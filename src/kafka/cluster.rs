@@ -256,21 +256,7 @@ impl Cluster {
     /// The pooled connection to broker `id` (from the last Metadata), dialled if needed.
     /// The bootstrap connection is reused when it reached that very broker.
     pub async fn broker(&self, id: i32) -> Result<Connection, KafkaError> {
-        let known = self.directory.lock().unwrap().get(&id).cloned();
-        let addr = match known {
-            Some(a) => a,
-            None => {
-                self.metadata(Some(&[])).await?;
-                self.directory
-                    .lock()
-                    .unwrap()
-                    .get(&id)
-                    .cloned()
-                    .ok_or_else(|| {
-                        KafkaError::Other(format!("cluster {}: unknown broker id {id}", self.alias))
-                    })?
-            }
-        };
+        let addr = self.address(id).await?;
         {
             let mut pool = self.pool.lock().unwrap();
             let reusable = |c: &&Connection| c.is_usable() && c.addr() == addr;
@@ -288,6 +274,36 @@ impl Cluster {
         let conn = dialled?;
         self.pool.lock().unwrap().conns.insert(id, conn.clone());
         Ok(conn)
+    }
+
+    /// Connection `lane` to broker `id`: lane 0 is the pooled one (`broker`), every other
+    /// lane a connection of its own, dialled now and kept by the caller (the produce engine
+    /// spreads partitions over several, since a broker serves one connection's requests one
+    /// at a time).
+    pub async fn broker_lane(&self, id: i32, lane: usize) -> Result<Connection, KafkaError> {
+        if lane == 0 {
+            return self.broker(id).await;
+        }
+        let addr = self.address(id).await?;
+        let dialled = self.dial(&addr).await;
+        self.links.dialled(id, dialled.is_ok());
+        dialled
+    }
+
+    /// Broker `id`'s address, from the last Metadata (asked again if it is not known).
+    async fn address(&self, id: i32) -> Result<String, KafkaError> {
+        if let Some(a) = self.directory.lock().unwrap().get(&id).cloned() {
+            return Ok(a);
+        }
+        self.metadata(Some(&[])).await?;
+        self.directory
+            .lock()
+            .unwrap()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| {
+                KafkaError::Other(format!("cluster {}: unknown broker id {id}", self.alias))
+            })
     }
 
     async fn dial(&self, addr: &str) -> Result<Connection, KafkaError> {

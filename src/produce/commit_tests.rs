@@ -58,6 +58,7 @@ async fn commit_waits_for_durable_syncs_and_keeps_one_commit_queued() {
         commit_interval: Duration::from_secs(1),
         drain_timeout: Duration::from_secs(1),
         coalesce_bytes: 0,
+        connections: 1,
         delivery_timeout: Duration::from_secs(120),
         transactional_id: None,
         exactly_once: false,

@@ -5,8 +5,10 @@
 //! * a Produce request carries at most one batch per partition (Produce v3+ rule) and as
 //!   many partitions of one leader as fit; `acks=all`;
 //! * at most `max_in_flight` (default 5) batches per partition are unacknowledged, and as
-//!   many requests per broker, sent as soon as batches wait (a backlog fills the window at
-//!   once); idempotence keeps order; a failed batch and every later one are resent with the
+//!   many requests per connection, sent as soon as batches wait (a backlog fills the window
+//!   at once); each target broker gets `connections` (default 2) connections, since a broker
+//!   serves one connection's requests one at a time, and a partition keeps to one of them
+//!   (`Link`); idempotence keeps order; a failed batch and every later one are resent with the
 //!   same sequences once the partition's outstanding requests are back (past 5 in flight
 //!   the broker may no longer recognise a resend it already has: the partition's target
 //!   log is then read back to learn which batches it holds, and only the others are sent);
@@ -86,6 +88,10 @@ pub struct ProduceConfig {
     /// Write in transactions under `transactional_id`, committed every `commit_interval`
     /// with the progress records of the positions they reach (`exactly.once`).
     pub exactly_once: bool,
+    /// Connections to each target broker (`produce.connections.per.broker`, 1..=16): a
+    /// broker works through one connection's requests one at a time, so more of them let it
+    /// append to several partitions at once. A partition's requests all go over one of them.
+    pub connections: usize,
 }
 
 /// Where one source partition goes, and where it resumes.
@@ -169,14 +175,23 @@ enum Done {
     },
     /// A connection dialled to a target broker.
     Connected {
-        broker: i32,
+        link: Link,
         result: Result<Connection, KafkaError>,
     },
 }
 
 /// The result of one Produce request.
-struct Completion {
+/// One of the connections to a target broker (`ProduceConfig::connections`): partition `i`
+/// of the engine goes over lane `i % connections` of its leader, so its requests keep their
+/// order while the broker appends to the partitions of other lanes at the same time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Link {
     broker: i32,
+    lane: usize,
+}
+
+struct Completion {
+    link: Link,
     sent: Vec<(usize, i32)>,
     /// The topic ids the request named its topics by (Produce v13+): its answer names them
     /// so, whatever ids the topics have by the time it comes (a topic created again has a
@@ -198,14 +213,15 @@ pub struct Engine {
     fatal: Option<KafkaError>,
     /// The open transaction, in exactly-once mode.
     txn: Option<Transaction>,
-    conns: HashMap<i32, Connection>,
-    /// Target brokers being dialled in the background: one unreachable broker holds up
+    conns: HashMap<Link, Connection>,
+    /// Connections being dialled in the background: one unreachable broker holds up
     /// neither the others nor the loop.
-    dialing: HashSet<i32>,
+    dialing: HashSet<Link>,
     /// Per target broker that could not be reached: when to dial it again, and the backoff
     /// that grows with each failure in a row.
     redial: HashMap<i32, (Instant, Backoff)>,
-    broker_inflight: HashMap<i32, usize>,
+    /// Produce requests in flight per connection.
+    link_inflight: HashMap<Link, usize>,
     throttled_until: HashMap<i32, Instant>,
     /// Produce requests and the leader lookup in flight.
     requests: JoinSet<Done>,
@@ -297,7 +313,7 @@ impl Engine {
             conns: HashMap::new(),
             dialing: HashSet::new(),
             redial: HashMap::new(),
-            broker_inflight: HashMap::new(),
+            link_inflight: HashMap::new(),
             throttled_until: HashMap::new(),
             requests: JoinSet::new(),
             looking_up: false,
@@ -557,7 +573,7 @@ impl Engine {
         while Instant::now() < deadline {
             let data_idle =
                 self.parts.iter().enumerate().all(|(i, p)| {
-                    i == self.progress_part || p.idle() || p.stopped || self.stranded(p)
+                    i == self.progress_part || p.idle() || p.stopped || self.stranded(i)
                 });
             // The last commit waits for the syncs of the last batches (half the drain at most:
             // a syncs topic that cannot be written then leaves the positions they cover).
@@ -590,11 +606,20 @@ impl Engine {
 
     /// Whether nothing of `part` is in flight and its leader cannot be written to now
     /// (unknown, or no usable connection: being dialled or backing off).
-    fn stranded(&self, part: &Partition) -> bool {
+    fn stranded(&self, i: usize) -> bool {
+        let part = &self.parts[i];
         part.inflight.is_empty()
-            && part
-                .leader
-                .is_none_or(|b| !self.conns.get(&b).is_some_and(Connection::is_usable))
+            && self
+                .link(i)
+                .is_none_or(|l| !self.conns.get(&l).is_some_and(Connection::is_usable))
+    }
+
+    /// The connection partition `i` is written over, once its leader is known.
+    fn link(&self, i: usize) -> Option<Link> {
+        self.parts[i].leader.map(|broker| Link {
+            broker,
+            lane: i % self.config.connections.max(1),
+        })
     }
 
     fn lag(&self) -> i64 {
@@ -982,7 +1007,7 @@ impl Engine {
         let now = Instant::now();
         // The partitions with batches waiting, by leader: the requests built below look at
         // those only (with thousands of partitions, most have nothing to send).
-        let mut waiting: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+        let mut waiting: BTreeMap<Link, Vec<usize>> = BTreeMap::new();
         let mut enrol = Vec::new();
         for i in 0..self.parts.len() {
             // Position-only entries at the front of an idle partition are acknowledged at once.
@@ -991,7 +1016,7 @@ impl Engine {
                 self.acknowledged(i, done);
             }
             let part = &self.parts[i];
-            let Some(leader) = part.leader.filter(|_| !part.queue.is_empty()) else {
+            let Some(link) = self.link(i).filter(|_| !part.queue.is_empty()) else {
                 continue;
             };
             if let Some(txn) = &self.txn {
@@ -1003,24 +1028,27 @@ impl Engine {
                     continue;
                 }
             }
-            waiting.entry(leader).or_default().push(i);
+            waiting.entry(link).or_default().push(i);
         }
         self.enrol(enrol);
-        for (broker, candidates) in waiting {
-            if self.throttled_until.get(&broker).is_some_and(|t| *t > now) {
+        for (link, candidates) in waiting {
+            if self
+                .throttled_until
+                .get(&link.broker)
+                .is_some_and(|t| *t > now)
+            {
                 continue;
             }
-            while self.broker_inflight.get(&broker).copied().unwrap_or(0) < self.broker_in_flight()
-            {
-                match self.conns.get(&broker).filter(|c| c.is_usable()) {
+            while self.link_inflight.get(&link).copied().unwrap_or(0) < self.broker_in_flight() {
+                match self.conns.get(&link).filter(|c| c.is_usable()) {
                     Some(c) => {
                         let conn = c.clone();
-                        if !self.send_to(broker, conn, now, &candidates) {
+                        if !self.send_to(link, conn, now, &candidates) {
                             break;
                         }
                     }
                     None => {
-                        self.dial(broker, now);
+                        self.dial(link, now);
                         break;
                     }
                 }
@@ -1028,28 +1056,30 @@ impl Engine {
         }
     }
 
-    /// Starts dialling `broker` in the background, unless a dial is under way or the
+    /// Starts dialling `link` in the background, unless a dial is under way or its
     /// broker's backoff after failures has not passed.
-    fn dial(&mut self, broker: i32, now: Instant) {
-        if self.dialing.contains(&broker) || self.redial.get(&broker).is_some_and(|r| r.0 > now) {
+    fn dial(&mut self, link: Link, now: Instant) {
+        if self.dialing.contains(&link) || self.redial.get(&link.broker).is_some_and(|r| r.0 > now)
+        {
             return;
         }
-        self.dialing.insert(broker);
+        self.dialing.insert(link);
         let target = self.target.clone();
         self.requests.spawn(async move {
             Done::Connected {
-                broker,
-                result: target.broker(broker).await,
+                link,
+                result: target.broker_lane(link.broker, link.lane).await,
             }
         });
     }
 
-    fn on_connected(&mut self, broker: i32, result: Result<Connection, KafkaError>) {
-        self.dialing.remove(&broker);
+    fn on_connected(&mut self, link: Link, result: Result<Connection, KafkaError>) {
+        self.dialing.remove(&link);
+        let broker = link.broker;
         match result {
             Ok(conn) => {
                 self.redial.remove(&broker);
-                self.conns.insert(broker, conn);
+                self.conns.insert(link, conn);
             }
             Err(e) => {
                 let (at, backoff) = self.redial.entry(broker).or_insert_with(|| {
@@ -1080,7 +1110,7 @@ impl Engine {
     /// out (false: nothing to send, or the connection failed).
     fn send_to(
         &mut self,
-        broker: i32,
+        link: Link,
         conn: Connection,
         now: Instant,
         candidates: &[usize],
@@ -1097,7 +1127,7 @@ impl Engine {
         let mut size = 0usize;
         for &i in candidates {
             let part = &mut self.parts[i];
-            if part.leader != Some(broker)
+            if part.leader != Some(link.broker)
                 || part.failed
                 || part.stopped
                 || part.new_log
@@ -1170,12 +1200,12 @@ impl Engine {
         let started = conn.start_encoded::<ProduceRequest>(at_most, |version| {
             produce_request::encode(version, transactional_id, -1, timeout_ms, &topics)
         });
-        *self.broker_inflight.entry(broker).or_default() += 1;
+        *self.link_inflight.entry(link).or_default() += 1;
         match started {
             Ok(inflight) => {
                 self.requests.spawn(async move {
                     Done::Produce(Completion {
-                        broker,
+                        link,
                         sent,
                         ids,
                         result: inflight.response().await,
@@ -1186,7 +1216,7 @@ impl Engine {
             Err(e) => {
                 let result = Err(e);
                 self.complete(Completion {
-                    broker,
+                    link,
                     sent,
                     ids,
                     result,
@@ -1202,20 +1232,20 @@ impl Engine {
             Done::Leaders(found) => self.on_leaders(found),
             Done::Enrolled { parts, result } => self.on_enrolled(parts, result),
             Done::Ended(result) => self.on_ended(result),
-            Done::Connected { broker, result } => self.on_connected(broker, result),
+            Done::Connected { link, result } => self.on_connected(link, result),
             Done::Checked { i, result } => self.on_checked(i, result),
         }
     }
 
     fn complete(&mut self, done: Completion) {
-        if let Some(n) = self.broker_inflight.get_mut(&done.broker) {
+        if let Some(n) = self.link_inflight.get_mut(&done.link) {
             *n = n.saturating_sub(1);
         }
         let response = match done.result {
             Ok(r) => r,
             Err(e) => {
-                tracing::warn!(broker = done.broker, error = %e, "produce request failed; will resend");
-                self.conns.remove(&done.broker);
+                tracing::warn!(broker = done.link.broker, error = %e, "produce request failed; will resend");
+                self.conns.remove(&done.link);
                 for (i, _) in done.sent {
                     let part = &mut self.parts[i];
                     part.outstanding -= 1;
@@ -1227,7 +1257,7 @@ impl Engine {
         };
         if let Some(throttle) = throttle(response.throttle_time_ms, self.target.timeout()) {
             self.throttled_until
-                .insert(done.broker, Instant::now() + throttle);
+                .insert(done.link.broker, Instant::now() + throttle);
         }
         let mut results: HashMap<(Arc<str>, i32), (i16, i64)> = HashMap::new();
         // A nil id (unknown) names no topic: an answer under it is unmatched.
@@ -1517,7 +1547,7 @@ impl Engine {
             ));
         }
         // Once no Produce request is in flight (the leader lookup and dials may be).
-        if self.reset_pending && self.broker_inflight.values().all(|&n| n == 0) {
+        if self.reset_pending && self.link_inflight.values().all(|&n| n == 0) {
             self.producer = self
                 .target
                 .init_producer_id(self.config.transactional_id.as_deref())

@@ -2,6 +2,7 @@
 //! sequences a real broker gives only by accident (a batch refused and the next one accepted,
 //! a broker that never answers), with the engine's real loop, requests and connections.
 
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use bytes::{Bytes, BytesMut};
@@ -190,6 +191,7 @@ fn config() -> ProduceConfig {
         commit_interval: Duration::from_millis(20),
         drain_timeout: Duration::from_secs(2),
         coalesce_bytes: 0,
+        connections: 1,
         delivery_timeout: Duration::from_secs(120),
         transactional_id: None,
         exactly_once: false,
@@ -1307,18 +1309,25 @@ async fn an_answer_under_the_old_topic_id_is_matched_by_the_id_it_was_sent_with(
 /// together go to the target together, in one Produce request, not one request each (which,
 /// with thousands of partitions, is a request per partition and a walk over all of them
 /// per chunk).
-#[tokio::test]
-async fn chunks_that_arrive_together_go_in_one_produce_request() {
-    const TARGETS: [&str; 8] = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"];
-    const SOURCES: [&str; 8] = ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"];
-    let mut topics: Vec<(&str, i32)> = TARGETS.iter().map(|t| (*t, 1)).collect();
+/// A fake broker leading one-partition topics `targets` and the progress topic, a cluster of
+/// it, and how Produce requests name the targets.
+async fn broker_of(targets: &[&'static str]) -> (FakeBroker, Cluster, Vec<Topic>) {
+    let mut topics: Vec<(&str, i32)> = targets.iter().map(|t| (*t, 1)).collect();
     topics.push((PROGRESS, 1));
     let broker = FakeBroker::start(1, &topics, |_| Reply::Default).await;
     let target = target(&broker, Duration::from_secs(5));
     let mut ids = Vec::new();
-    for t in TARGETS {
+    for t in targets {
         ids.push(Topic::of(&target, t).await);
     }
+    (broker, target, ids)
+}
+
+#[tokio::test]
+async fn chunks_that_arrive_together_go_in_one_produce_request() {
+    const TARGETS: [&str; 8] = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"];
+    const SOURCES: [&str; 8] = ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"];
+    let (broker, target, ids) = broker_of(&TARGETS).await;
     let routes: Vec<(&str, &str)> = SOURCES.into_iter().zip(TARGETS).collect();
     let running = Running::start(target, config(), &routes).await;
     let carrying_data = |broker: &FakeBroker| {
@@ -1346,6 +1355,43 @@ async fn chunks_that_arrive_together_go_in_one_produce_request() {
         1,
         "one request for the burst"
     );
+    running.stop().await;
+}
+
+/// With two connections per broker (`produce.connections.per.broker`), the partitions are
+/// spread over both, and each partition's batches all go over one of them: a broker serves
+/// one connection's requests in order, which is what keeps a partition's order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_spread_over_the_connections_and_each_keeps_to_one() {
+    const TARGETS: [&str; 4] = ["t0", "t1", "t2", "t3"];
+    const SOURCES: [&str; 4] = ["s0", "s1", "s2", "s3"];
+    let (broker, target, ids) = broker_of(&TARGETS).await;
+    let routes: Vec<(&str, &str)> = SOURCES.into_iter().zip(TARGETS).collect();
+    let two = ProduceConfig {
+        connections: 2,
+        ..config()
+    };
+    let running = Running::start(target, two, &routes).await;
+    for round in 0..4 {
+        for s in SOURCES {
+            running.fetched(s, vec![batch(round, 1)], round + 1).await;
+        }
+    }
+    until(|| SOURCES.iter().all(|s| running.position(s) == 4)).await;
+    let requests = broker.received_of(ApiKey::Produce);
+    let mut used = BTreeSet::new();
+    for t in &ids {
+        let over: BTreeSet<usize> = requests
+            .iter()
+            .filter(|r| !produced(r, t).is_empty())
+            .map(|r| r.connection)
+            .collect();
+        let batches: usize = requests.iter().map(|r| produced(r, t).len()).sum();
+        assert_eq!(batches, 4, "{}: every batch written once", t.name);
+        assert_eq!(over.len(), 1, "{} went over connections {over:?}", t.name);
+        used.extend(over);
+    }
+    assert_eq!(used.len(), 2, "the partitions used connections {used:?}");
     running.stop().await;
 }
 

@@ -918,6 +918,13 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Flow,
+            "produce.connections.per.broker",
+            "4",
+            Some("produce_connections_per_broker = 4"),
+            |c, _| f0(c).produce_connections_per_broker == 4
+        ),
+        case!(
+            Flow,
             "produce.coalesce.bytes",
             "262144",
             Some("produce_coalesce_bytes = 262144"),
