@@ -8,19 +8,25 @@
 //!   engine (idempotent, `acks=all`, its pipelining) into a fresh topic on the target, with
 //!   nothing fetched meanwhile.
 //!
+//! - **both at once** (the machine limit): a second fetch pass into memory while the batches
+//!   of the first are written into another fresh topic: what the machine does when both
+//!   brokers and both engines share it, as a replicator's do. It runs between the two passes
+//!   above, so that each of them runs alone.
+//!
 //! A replicator does both at once on the same machine, so its catch-up cannot exceed the
-//! slower of the two; unlike the Java clients' perf tools, neither side here is slower than
-//! strait's own.
+//! slower of the two alone, nor the slower of the two at once; unlike the Java clients' perf
+//! tools, neither side here is slower than strait's own.
 //!
 //! ```text
 //! cargo bench --bench limits -- --source 127.0.0.1:9092 --topic bench-none \
 //!     --target 127.0.0.1:9093 --to limit-none-1 [--in-flight 5] [--connections 2]
 //! ```
 //!
-//! prints one JSON line: `{"records":..,"bytes":..,"batches":..,"fetch_s":..,"produce_s":..}`
-//! (`bytes`: the record batches as stored, so compressed for a compressed topic; `produce_s`:
-//! the time for all records at the rate the target acknowledged them once it started to, as
-//! the replicators' catch-up is timed from the first record on the target).
+//! prints one JSON line: `{"records":..,"bytes":..,"batches":..,"fetch_s":..,"produce_s":..,
+//! "both_fetch_s":..,"both_produce_s":..}` (`bytes`: the record batches as stored, so
+//! compressed for a compressed topic; `produce_s`: the time for all records at the rate the
+//! target acknowledged them once it started to, as the replicators' catch-up is timed from
+//! the first record on the target; `both_*`: each side's time in the pass of both at once).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -118,21 +124,26 @@ async fn run(args: Args) -> anyhow::Result<()> {
         })
         .collect::<anyhow::Result<_>>()?;
     let (read, fetcher) = fetch_all(&source, &ends).await?;
-    let progress = format!("{}-progress", args.to);
-    let specs = [
-        TopicSpec {
-            name: args.to.clone(),
-            partitions: meta.partitions.len() as i32,
-            replication_factor: -1,
-            configs: Vec::new(),
-        },
-        TopicSpec {
-            name: progress.clone(),
-            partitions: 1,
-            replication_factor: -1,
-            configs: vec![("cleanup.policy".into(), "compact".into())],
-        },
-    ];
+    let both = format!("{}-both", args.to);
+    let specs: Vec<TopicSpec> = [&args.to, &both]
+        .into_iter()
+        .flat_map(|to| {
+            [
+                TopicSpec {
+                    name: to.clone(),
+                    partitions: meta.partitions.len() as i32,
+                    replication_factor: -1,
+                    configs: Vec::new(),
+                },
+                TopicSpec {
+                    name: format!("{to}-progress"),
+                    partitions: 1,
+                    replication_factor: -1,
+                    configs: vec![("cleanup.policy".into(), "compact".into())],
+                },
+            ]
+        })
+        .collect();
     let created = create_topics(&target, &specs.iter().collect::<Vec<_>>()).await?;
     if let Some((topic, error)) = created.refused.first() {
         bail!("CreateTopics {topic} on {}: {error}", args.target);
@@ -142,33 +153,47 @@ async fn run(args: Args) -> anyhow::Result<()> {
         leader_epoch: -1,
         taken_over_at: -1,
     };
-    let routes = ends.keys().map(|tp| Route {
-        source: tp.clone(),
-        target: TopicPartition::new(args.to.as_str(), tp.partition),
-        resume: None,
-        lineage,
-        new_log: false,
-        origin: None,
-    });
-    let Read {
-        events,
-        records,
-        batches,
-        bytes,
-        seconds: fetch_s,
-    } = read;
+    let routes = |to: &str| -> Vec<Route> {
+        ends.keys()
+            .map(|tp| Route {
+                source: tp.clone(),
+                target: TopicPartition::new(to, tp.partition),
+                resume: None,
+                lineage,
+                new_log: false,
+                origin: None,
+            })
+            .collect()
+    };
+    let window = (args.in_flight, args.connections);
+    let (records, batches, bytes, fetch_s) = (read.records, read.batches, read.bytes, read.seconds);
+    // Both at once: the first pass's batches written while the source is read again.
+    let (written, again) = tokio::join!(
+        produce_all(
+            target.clone(),
+            &both,
+            fetcher,
+            window,
+            routes(&both),
+            (read.events, records)
+        ),
+        fetch_all(&source, &ends),
+    );
+    let both_produce_s = written?;
+    let (again, fetcher) = again?;
+    let both_fetch_s = again.seconds;
+    // Produce only, the second pass's batches.
     let produce_s = produce_all(
         target,
-        &progress,
+        &args.to,
         fetcher,
-        args.in_flight,
-        args.connections,
-        routes,
-        (events, records),
+        window,
+        routes(&args.to),
+        (again.events, again.records),
     )
     .await?;
     println!(
-        "{{\"records\":{records},\"bytes\":{bytes},\"batches\":{batches},\"fetch_s\":{fetch_s:.3},\"produce_s\":{produce_s:.3}}}"
+        "{{\"records\":{records},\"bytes\":{bytes},\"batches\":{batches},\"fetch_s\":{fetch_s:.3},\"produce_s\":{produce_s:.3},\"both_fetch_s\":{both_fetch_s:.3},\"both_produce_s\":{both_produce_s:.3}}}"
     );
     Ok(())
 }
@@ -238,19 +263,19 @@ async fn fetch_all(
     Ok((read, fetcher))
 }
 
-/// Writes `events` (`records` records in all) along `routes` with strait's produce engine
-/// (its progress in topic `progress`; `fetcher`, stopped, is only asked to pause partitions,
-/// which none are): the seconds the target took to acknowledge them all at the rate it
-/// acknowledged them once it started to.
+/// Writes `events` (`records` records in all) along `routes` into topic `to` with strait's
+/// produce engine at `(in_flight, connections)` (its progress in topic `<to>-progress`;
+/// `fetcher`, stopped, is only asked to pause partitions, which none are): the seconds the
+/// target took to acknowledge them all at the rate it acknowledged them once it started to.
 async fn produce_all(
     target: Arc<Cluster>,
-    progress: &str,
+    to: &str,
     fetcher: Fetcher,
-    in_flight: usize,
-    connections: usize,
-    routes: impl Iterator<Item = Route>,
+    (in_flight, connections): (usize, usize),
+    routes: Vec<Route>,
     (events, records): (Vec<FetchEvent>, u64),
 ) -> anyhow::Result<f64> {
+    let progress = format!("{to}-progress");
     let config = ProduceConfig {
         max_in_flight: in_flight,
         max_request_bytes: defaults::PRODUCE_MAX_REQUEST_BYTES,
@@ -267,7 +292,7 @@ async fn produce_all(
     let engine = Engine::new(
         target,
         config,
-        progress,
+        &progress,
         Translations::default(),
         syncs,
         fetcher,

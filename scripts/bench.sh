@@ -312,12 +312,13 @@ side_limits() { # VARIANT RUN
     python3 - "$line" "$v" "$run" >>"$RESULTS" <<'PY'
 import json, sys
 m, v, run = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-for limit, key in (("fetch", "fetch_s"), ("ingest", "produce_s")):
+both = max(m["both_fetch_s"], m["both_produce_s"])
+for limit, seconds in (("fetch", m["fetch_s"]), ("ingest", m["produce_s"]), ("machine", both)):
     print(json.dumps({"kind": "limit", "limit": limit, "variant": v, "run": run,
-                      "records_per_s": m["records"] / m[key], "seconds": m[key]}))
+                      "records_per_s": m["records"] / seconds, "seconds": seconds}))
 PY
     log "  limits $v run $run: $line"
-    tool delete "$TARGET" --regex "$topic(-progress)?" >/dev/null
+    tool delete "$TARGET" --regex "$topic(-both)?(-progress)?" >/dev/null
 }
 
 log "measuring each side alone (fetch only from the source, produce only into the target)"

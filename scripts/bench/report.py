@@ -83,7 +83,7 @@ def summarize(rows):
     meta = next((r for r in rows if r.get("kind") == "meta"), {})
     limits = {}  # (variant, limit) -> median records/s
     for v in VARIANTS:
-        for lim in ("ingest", "fetch"):
+        for lim in ("ingest", "fetch", "machine"):
             xs = [r["records_per_s"] for r in rows
                   if r.get("kind") == "limit" and r["variant"] == v and r["limit"] == lim]
             limits[(v, lim)] = med(xs)
@@ -130,24 +130,27 @@ def table(rows):
     w("### Each side alone: the limits no replicator can beat (records/s, MB/s)")
     w("")
     w("| variant | produce only into the target (strait's engine, from memory, acks=all) "
-      "| fetch only from the source (strait's engine, into memory) | min |")
-    w("|---|---|---|---|")
+      "| fetch only from the source (strait's engine, into memory) | min | both at once "
+      "(the machine limit: the slower side while the other runs) |")
+    w("|---|---|---|---|---|")
     for v in VARIANTS:
-        i, f = limits[(v, "ingest")], limits[(v, "fetch")]
+        i, f, b = limits[(v, "ingest")], limits[(v, "fetch")], limits[(v, "machine")]
         if i != i and f != f:
             continue  # not measured (`many`)
         m = min(i, f) if i == i and f == f else float("nan")
         w(f"| {v} | {fmt(i, 0)} rec/s ({fmt(i * size / MB)} MB/s) | {fmt(f, 0)} rec/s "
-          f"({fmt(f * size / MB)} MB/s) | {fmt(m * size / MB)} MB/s |")
+          f"({fmt(f * size / MB)} MB/s) | {fmt(m * size / MB)} MB/s | {fmt(b, 0)} rec/s "
+          f"({fmt(b * size / MB)} MB/s) |")
     w("")
     w("### Catch-up")
     w("")
-    w("| variant | replicator | MB/s | records/s | strait ÷ this | ÷ min(limits) | CPU s/GiB | "
-      "peak RSS MiB | start → first record s | replicator / source broker / target broker cores "
+    w("| variant | replicator | MB/s | records/s | strait ÷ this | ÷ min(limits) | ÷ machine limit "
+      "| CPU s/GiB | peak RSS MiB | start → first record s | replicator / source broker / target broker cores "
       "| machine busy |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for v in VARIANTS:
         lim = min(limits[(v, "ingest")], limits[(v, "fetch")])
+        machine = limits[(v, "machine")]
         st = catch.get((v, "strait"))
         for rep in REPLICATORS:
             d = catch.get((v, rep))
@@ -156,7 +159,8 @@ def table(rows):
             runs = f" ({d['failed']} failed)" if d["failed"] else ""
             speed = "—" if rep == "strait" or not st else rx(ratio(st["rps"], d["rps"]))
             w(f"| {v} | {rep}{runs} | {fmt(d['mbps'])} | {fmt(d['rps'], 0)} | {speed} | "
-              f"{fmt(100 * ratio(d['rps'], lim), 0)}% | {fmt(d['cpu_s_per_gib'], 2)} | "
+              f"{fmt(100 * ratio(d['rps'], lim), 0)}% | {fmt(100 * ratio(d['rps'], machine), 0)}% | "
+              f"{fmt(d['cpu_s_per_gib'], 2)} | "
               f"{fmt(d['rss_mib'])} | {fmt(d['first_s'], 2)} | {fmt(d['replicator_cores'], 2)} / "
               f"{fmt(d['source_broker_cores'], 2)} / {fmt(d['target_broker_cores'], 2)} | "
               f"{fmt(100 * d['machine_busy'], 0)}% |")
