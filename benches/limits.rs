@@ -76,7 +76,7 @@ struct Args {
     bench: bool,
 }
 
-/// What the fetch-only pass read.
+/// What a fetch pass read (its batches only if it kept them).
 struct Read {
     events: Vec<FetchEvent>,
     records: u64,
@@ -213,7 +213,7 @@ async fn fetch_all(
             max_bytes: defaults::FETCH_MAX_BYTES,
             partition_max_bytes: defaults::FETCH_PARTITION_MAX_BYTES,
             offset_reset: OffsetReset::Earliest,
-            // Everything read stays in memory for the produce-only pass.
+            // No bound: a pass that keeps what it reads holds all of it until it is written.
             buffer_bytes: 1 << 40,
         },
         events_tx,

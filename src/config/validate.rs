@@ -104,11 +104,13 @@ fn check_host_port(s: &str) -> Result<(), String> {
     }
 }
 
-/// The login module of both SCRAM mechanisms.
 /// The most Produce requests a partition may have in flight (`produce.max.in.flight`):
 /// past 5, more than the broker remembers to recognise a resend (see the key's doc).
 const MAX_IN_FLIGHT: i64 = 64;
+/// Upper bound of `produce.connections.per.broker`.
+const MAX_CONNECTIONS_PER_BROKER: i64 = 16;
 
+/// The login module of both SCRAM mechanisms.
 const SCRAM_MODULE: &str = "org.apache.kafka.common.security.scram.ScramLoginModule";
 const OAUTH_MODULE: &str = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule";
 /// The login callback handlers whose work strait does for OAUTHBEARER (the second is the name
@@ -1357,7 +1359,7 @@ impl<'a> Validator<'a> {
             &path("produce_connections_per_broker"),
             defaults::PRODUCE_CONNECTIONS_PER_BROKER as i64,
             1,
-            16,
+            MAX_CONNECTIONS_PER_BROKER,
         )? as usize;
         let produce_linger_ms = self.int(
             layers.get(|f| &f.produce_linger_ms),

@@ -180,7 +180,6 @@ enum Done {
     },
 }
 
-/// The result of one Produce request.
 /// One of the connections to a target broker (`ProduceConfig::connections`): partition `i`
 /// of the engine goes over lane `i % connections` of its leader, so its requests keep their
 /// order while the broker appends to the partitions of other lanes at the same time.
@@ -190,6 +189,7 @@ struct Link {
     lane: usize,
 }
 
+/// The result of one Produce request.
 struct Completion {
     link: Link,
     sent: Vec<(usize, i32)>,

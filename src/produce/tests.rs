@@ -1305,10 +1305,6 @@ async fn an_answer_under_the_old_topic_id_is_matched_by_the_id_it_was_sent_with(
     running.stop().await;
 }
 
-/// A fetch response brings a chunk for each of its partitions: the chunks that arrive
-/// together go to the target together, in one Produce request, not one request each (which,
-/// with thousands of partitions, is a request per partition and a walk over all of them
-/// per chunk).
 /// A fake broker leading one-partition topics `targets` and the progress topic, a cluster of
 /// it, and how Produce requests name the targets.
 async fn broker_of(targets: &[&'static str]) -> (FakeBroker, Cluster, Vec<Topic>) {
@@ -1323,6 +1319,10 @@ async fn broker_of(targets: &[&'static str]) -> (FakeBroker, Cluster, Vec<Topic>
     (broker, target, ids)
 }
 
+/// A fetch response brings a chunk for each of its partitions: the chunks that arrive
+/// together go to the target together, in one Produce request, not one request each (which,
+/// with thousands of partitions, is a request per partition and a walk over all of them
+/// per chunk).
 #[tokio::test]
 async fn chunks_that_arrive_together_go_in_one_produce_request() {
     const TARGETS: [&str; 8] = ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"];
