@@ -276,6 +276,17 @@ impl Cluster {
         Ok(conn)
     }
 
+    /// Whether a pooled connection to broker `id` is up (not known to be broken): the
+    /// broker was reached and has not been lost since.
+    pub fn reaches(&self, id: i32) -> bool {
+        let Some(addr) = self.directory.lock().unwrap().get(&id).cloned() else {
+            return false;
+        };
+        let pool = self.pool.lock().unwrap();
+        let up = |c: &Connection| c.is_usable() && c.addr() == addr;
+        pool.conns.get(&id).is_some_and(up) || pool.bootstrap.as_ref().is_some_and(up)
+    }
+
     /// Connection `lane` to broker `id`: lane 0 is the pooled one (`broker`), every other
     /// lane a connection of its own, dialled now and kept by the caller (the produce engine
     /// spreads partitions over several, since a broker serves one connection's requests one

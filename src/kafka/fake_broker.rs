@@ -7,9 +7,9 @@
 //! Real behaviour is tested against real brokers; this is only for error paths. It answers
 //! on its own only what every client needs before anything else: ApiVersions (every
 //! version the crate knows), Metadata (itself as the only broker, leader of the topics it
-//! was given), FindCoordinator (itself), InitProducerId and Produce (appended at increasing
-//! offsets) — each unless the
-//! script answers it first.
+//! was given), FindCoordinator (itself), InitProducerId, Produce (appended at increasing
+//! offsets) and DescribeConfigs (every resource found, with no config set) — each unless
+//! the script answers it first.
 //!
 //! ```ignore
 //! // The first Produce request is refused with NOT_ENOUGH_REPLICAS, every later one accepted.
@@ -26,15 +26,16 @@ use std::sync::{Arc, Mutex};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::describe_configs_response::DescribeConfigsResult;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsResponse, BrokerId, FindCoordinatorResponse, InitProducerIdResponse,
-    MetadataResponse, ProduceResponse, RequestHeader, RequestKind, ResponseHeader, ResponseKind,
-    TopicName,
+    ApiKey, ApiVersionsResponse, BrokerId, DescribeConfigsResponse, FindCoordinatorResponse,
+    InitProducerIdResponse, MetadataResponse, ProduceResponse, RequestHeader, RequestKind,
+    ResponseHeader, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -74,6 +75,9 @@ pub enum Reply {
     /// predicate is true has arrived (or [`HOLD_LIMIT`] passed): the slow answer a client
     /// pipelined more requests behind, without guessing how long the client takes.
     AnswerAfter(ResponseKind, Box<dyn Fn(&Received) -> bool + Send>),
+    /// The built-in answer, sent after this long: a handshake or a disk that is slow, not
+    /// dead.
+    DefaultAfter(std::time::Duration),
 }
 
 /// How long [`Reply::AnswerAfter`] holds an answer at most.
@@ -191,18 +195,27 @@ async fn serve(
             return;
         };
         log.lock().unwrap().push(received.clone());
-        let reply = {
+        let (reply, delay) = {
             let mut state = state.lock().await;
-            match (state.script)(&received) {
-                Reply::Default => match state.default_answer(&received) {
+            let scripted = (state.script)(&received);
+            let delay = match scripted {
+                Reply::DefaultAfter(delay) => Some(delay),
+                _ => None,
+            };
+            let reply = match scripted {
+                Reply::Default | Reply::DefaultAfter(_) => match state.default_answer(&received) {
                     Some(answer) => Reply::Answer(answer),
                     None => Reply::Close,
                 },
                 reply => reply,
-            }
+            };
+            (reply, delay)
         };
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
         let frame = match reply {
-            Reply::Default => unreachable!("resolved above"),
+            Reply::Default | Reply::DefaultAfter(_) => unreachable!("resolved above"),
             Reply::Stall => {
                 // Keep reading (and logging) nothing more on this connection: a stalled
                 // broker answers none of the requests behind this one either.
@@ -304,6 +317,19 @@ impl State {
                     .with_producer_epoch(0),
             ),
             RequestKind::Produce(request) => ResponseKind::Produce(self.append(request)),
+            RequestKind::DescribeConfigs(request) => ResponseKind::DescribeConfigs(
+                DescribeConfigsResponse::default().with_results(
+                    request
+                        .resources
+                        .iter()
+                        .map(|r| {
+                            DescribeConfigsResult::default()
+                                .with_resource_type(r.resource_type)
+                                .with_resource_name(r.resource_name.clone())
+                        })
+                        .collect(),
+                ),
+            ),
             _ => return None,
         })
     }

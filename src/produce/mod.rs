@@ -604,14 +604,28 @@ impl Engine {
         Ok(self.stats)
     }
 
-    /// Whether nothing of `part` is in flight and its leader cannot be written to now
-    /// (unknown, or no usable connection: being dialled or backing off).
+    /// Whether nothing of `part` is in flight and its leader cannot be written to now:
+    /// unknown, or no usable connection, unless one is being dialled to a broker that is
+    /// reached over another (a second connection's handshake, not an outage).
     fn stranded(&self, i: usize) -> bool {
-        let part = &self.parts[i];
-        part.inflight.is_empty()
-            && self
-                .link(i)
-                .is_none_or(|l| !self.conns.get(&l).is_some_and(Connection::is_usable))
+        if !self.parts[i].inflight.is_empty() {
+            return false;
+        }
+        let Some(link) = self.link(i) else {
+            return true;
+        };
+        let usable = |l: &Link| self.conns.get(l).is_some_and(Connection::is_usable);
+        if usable(&link) {
+            return false;
+        }
+        let reached = || {
+            self.target.reaches(link.broker)
+                || self
+                    .conns
+                    .keys()
+                    .any(|l| l.broker == link.broker && usable(l))
+        };
+        !(self.dialing.contains(&link) && reached())
     }
 
     /// The connection partition `i` is written over, once its leader is known.

@@ -3,6 +3,7 @@
 //! a broker that never answers), with the engine's real loop, requests and connections.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use bytes::{Bytes, BytesMut};
@@ -521,6 +522,53 @@ async fn an_unreachable_broker_holds_up_neither_the_others_nor_shutdown() {
         Some(2),
         "the drain committed progress"
     );
+}
+
+/// A drain waits for a connection being dialled to a broker it already writes to: with two
+/// connections, a partition whose first batch comes after the broker went slow has it queued
+/// behind the second connection's handshake. The drain took that for a broker it cannot
+/// reach and stopped at once, leaving the batch for the next start; it now waits for the
+/// handshake (within `shutdown.drain.timeout.ms`) and commits the batch's position.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_waits_for_a_connection_being_dialled_to_a_broker_it_reaches() {
+    let slow = Arc::new(AtomicBool::new(false));
+    let handshakes = slow.clone();
+    let broker = FakeBroker::start(1, &[("t0", 1), ("t1", 1), (PROGRESS, 1)], move |r| {
+        if handshakes.load(Ordering::SeqCst) && r.api_key() == Some(ApiKey::ApiVersions) {
+            Reply::DefaultAfter(Duration::from_secs(2))
+        } else {
+            Reply::Default
+        }
+    })
+    .await;
+    let target = target(&broker, Duration::from_secs(10));
+    let config = ProduceConfig {
+        connections: 2,
+        drain_timeout: Duration::from_secs(20),
+        commit_interval: Duration::from_secs(3600),
+        ..config()
+    };
+    // Engine partition 0 is the progress topic's, so "s0" goes over connection 1 and "s1"
+    // over connection 0.
+    let running = Running::start(target, config, &[("s0", "t0"), ("s1", "t1")]).await;
+    running.fetched("s1", vec![batch(0, 1)], 1).await;
+    until(|| running.position("s1") == 1).await;
+    assert_eq!(running.position("s1"), 1, "connection 0 wrote");
+    slow.store(true, Ordering::SeqCst);
+    running.fetched("s0", vec![batch(0, 1)], 1).await;
+    // The engine has taken the batch in and is dialling connection 1.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let took = running.stop().await;
+    for r in broker.received() {
+        eprintln!("REQ {:?} conn {}", r.api_key(), r.connection);
+    }
+    eprintln!("TOOK {took:?}");
+    assert_eq!(
+        committed(&broker, &TopicPartition::new("s0", 0)),
+        Some(1),
+        "the drain waited for the handshake and committed (stopped after {took:?})"
+    );
+    assert_eq!(committed(&broker, &TopicPartition::new("s1", 0)), Some(1));
 }
 
 /// A broker that refuses every connection is dialled again with a growing backoff, not on
