@@ -1420,6 +1420,9 @@ pub fn restart_only_changes(old: &Config, new: &Config) -> Vec<String> {
     if old.metrics_listen != new.metrics_listen {
         out.push("metrics.listen changed".to_string());
     }
+    if old.runtime_threads != new.runtime_threads {
+        out.push("runtime.threads changed".to_string());
+    }
     let key = |f: &FlowConfig| (f.source.clone(), f.target.clone());
     for f in &new.flows {
         match old.flows.iter().find(|o| key(o) == key(f)) {

@@ -99,21 +99,22 @@ enum LogFormat {
     Json,
 }
 
+/// The runtime of `runtime.threads` threads: one runs every task on the calling thread.
+fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    builder.enable_all().build()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let fixed = std::env::var("STRAIT_LOG").ok().or(cli.log_level.clone());
     let log = Log::init(cli.log_format, fixed);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("strait: cannot start the runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
     let path = match &cli.command {
         Command::Run { config, .. }
         | Command::Handback { config, .. }
@@ -143,6 +144,13 @@ fn main() -> ExitCode {
         }
     };
     log.follow(&config.log_level);
+    let runtime = match runtime(config.runtime_threads) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("strait: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let result = match cli.command {
         Command::Run { metrics_listen, .. } => {
             runtime.block_on(run(config, &path, &overrides, metrics_listen, &log))

@@ -26,6 +26,9 @@ pub struct Config {
     /// Where to serve `/metrics`, `/healthz` and `/readyz` (`metrics.listen`); `None`: not
     /// served.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Threads the runtime runs tasks on (`runtime.threads`): 1, the default, runs them all
+    /// on one.
+    pub runtime_threads: usize,
 }
 
 impl Config {

@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use super::error::{ConfigError, ConfigWarning, WarningKind};
-use super::keys::{find_key, parse_list, KeySpec, Scope, Setter, Status};
+use super::keys::{find_key, parse_int, parse_list, KeySpec, Scope, Setter, Status};
 use super::providers;
 use super::raw::{Format, Origin, Pos, RawCluster, RawConfig, RawFlow, Sourced};
 
@@ -489,6 +489,14 @@ pub(crate) fn parse(
     };
     raw.log_level = top_level("log.level");
     raw.metrics_listen = top_level("metrics.listen");
+    // Checked as an integer with the other keys above.
+    raw.runtime_threads = top_level("runtime.threads").and_then(|s| {
+        let value = parse_int(&s.value).ok()?;
+        Some(Sourced {
+            value,
+            origin: s.origin,
+        })
+    });
     for alias in &aliases {
         raw.clusters.insert(alias.clone(), RawCluster::default());
     }

@@ -92,6 +92,8 @@ pub(crate) struct RawConfig {
     pub log_level: Option<Sourced<String>>,
     /// `metrics.listen` / `metrics_listen`.
     pub metrics_listen: Option<Sourced<String>>,
+    /// `runtime.threads` / `runtime_threads`.
+    pub runtime_threads: Option<Sourced<i64>>,
     /// Where the cluster list was declared (the `clusters` key).
     #[serde(skip)]
     pub clusters_origin: Origin,

@@ -107,6 +107,10 @@ fn check_host_port(s: &str) -> Result<(), String> {
 /// The most Produce requests a partition may have in flight (`produce.max.in.flight`):
 /// past 5, more than the broker remembers to recognise a resend (see the key's doc).
 const MAX_IN_FLIGHT: i64 = 64;
+
+/// Upper bound of `runtime.threads`.
+const MAX_RUNTIME_THREADS: i64 = 64;
+
 /// Upper bound of `produce.connections.per.broker`.
 const MAX_CONNECTIONS_PER_BROKER: i64 = 16;
 
@@ -403,11 +407,21 @@ impl<'a> Validator<'a> {
                     .map_err(|message| self.error(Some(&addr.origin), "metrics_listen", message))?,
             ),
         };
+        // TLS is the work that a second thread pays for (the key's doc has the numbers).
+        let tls = clusters.values().any(|c| c.tls.is_some());
+        let runtime_threads = self.int(
+            self.raw.runtime_threads.as_ref(),
+            "runtime_threads",
+            if tls { 2 } else { 1 },
+            1,
+            MAX_RUNTIME_THREADS,
+        )?;
         Ok(Config {
             clusters,
             flows,
             log_level,
             metrics_listen,
+            runtime_threads: usize::try_from(runtime_threads).unwrap_or(1),
         })
     }
 

@@ -119,6 +119,13 @@ fn cases() -> Vec<Case> {
         ),
         case!(
             Global,
+            "runtime.threads",
+            "4",
+            Some("runtime_threads = 4"),
+            |c, w| c.runtime_threads == 4 && w.is_empty()
+        ),
+        case!(
+            Global,
             "dedicated.mode.enable.internal.rest",
             "true",
             None,
@@ -1154,5 +1161,29 @@ fn docs_list_every_key() {
     assert!(
         docs[start..stop] == expected,
         "docs/configuration.md is out of date; the table should read:\n{expected}"
+    );
+}
+
+/// `runtime.threads`: one thread unless a cluster is reached over TLS (whose encryption a
+/// second thread pays for); a value outside 1..=64 is refused at its line.
+#[test]
+fn runtime_threads_default_to_one_or_two_with_tls_and_are_bounded() {
+    let (plain, _) = parse_properties(PROPS_BASE, "mm2.properties").unwrap();
+    assert_eq!(plain.runtime_threads, 1);
+    let tls = format!("{PROPS_BASE}source.security.protocol = SSL\n");
+    let (config, _) = parse_properties(&tls, "mm2.properties").unwrap();
+    assert_eq!(config.runtime_threads, 2);
+    let (config, _) =
+        parse_properties(&format!("{tls}runtime.threads = 1\n"), "mm2.properties").unwrap();
+    assert_eq!(config.runtime_threads, 1, "an explicit value wins");
+    let e = parse_properties(
+        &format!("{PROPS_BASE}runtime.threads = 0\n"),
+        "mm2.properties",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.starts_with("mm2.properties:5:") && e.contains("between 1 and 64, got 0"),
+        "{e}"
     );
 }
