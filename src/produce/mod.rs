@@ -57,12 +57,14 @@ mod partition;
 #[cfg(test)]
 mod tests;
 mod transaction;
+mod visits;
 
 pub use partition::next_sequence;
 
 use chatter::{Chatter, Line};
 use partition::{Entry, LogCheck, Outcome, Partition, Resend, Reset};
 use transaction::{Phase, Transaction};
+use visits::Visits;
 
 /// Produce knobs, from the flow's configuration.
 #[derive(Debug, Clone)]
@@ -262,6 +264,8 @@ pub struct Engine {
     releasing: Vec<Releasing>,
     /// A scale-out member writes only while its lease holds (`Engine::hold_by`).
     lease: Option<Arc<crate::group::Lease>>,
+    /// The partitions with something to do: the loop walks these, not all.
+    visits: Visits,
 }
 
 /// How often a remote topic still missing is reported again: topic sync retries a creation
@@ -334,10 +338,12 @@ impl Engine {
             chatter: Chatter::default(),
             releasing: Vec::new(),
             lease: None,
+            visits: Visits::default(),
         };
         engine
             .parts
             .push(Partition::new(progress_tp.clone(), progress_tp, None));
+        engine.visits.mark(engine.progress_part);
         match &engine.txn {
             Some(txn) => {
                 tracing::info!(cluster = %engine.target.alias(), transactional_id = %txn.producer.transactional_id, producer_id = producer.0, epoch = producer.1, "transactional producer ready (exactly-once)")
@@ -382,6 +388,7 @@ impl Engine {
                 // Back from another process: it goes on from what that one committed, as
                 // a new assignment generation (chunks of the earlier one are dropped).
                 part.reacquire(route.resume, route.lineage, route.new_log);
+                self.visits.mark(i);
                 part.metrics = self
                     .telemetry
                     .as_ref()
@@ -395,6 +402,7 @@ impl Engine {
                 return;
             }
             // Routed again after `unroute`: it goes on after the last batch written.
+            self.visits.mark(i);
             if std::mem::take(&mut part.dropped) {
                 part.metrics = self
                     .telemetry
@@ -409,6 +417,7 @@ impl Engine {
         }
         self.by_source
             .insert(route.source.clone(), self.parts.len());
+        self.visits.mark(self.parts.len());
         let metrics = self
             .telemetry
             .as_ref()
@@ -423,6 +432,7 @@ impl Engine {
     /// Stops replicating source partition `tp`: see [`Partition::unroute`].
     fn unroute(&mut self, tp: &TopicPartition) {
         if let Some(&i) = self.by_source.get(tp) {
+            self.visits.mark(i);
             let part = &mut self.parts[i];
             if let Some(metrics) = part.unroute().then(|| part.metrics.take()).flatten() {
                 metrics.forget();
@@ -439,6 +449,7 @@ impl Engine {
             };
             self.fetcher.forget(tp.clone());
             self.parts[i].hand_over(release.commit);
+            self.visits.mark(i);
             parts.push(i);
         }
         self.releasing.push(Releasing {
@@ -562,6 +573,7 @@ impl Engine {
             self.pump();
             self.advance_transaction();
             self.settle_releases();
+            self.check_visits();
         }
         // Drain: no new batches; finish what is queued or in flight, then commit. Batches
         // queued for a leader strait cannot reach now are not waited for: they are fetched
@@ -598,6 +610,7 @@ impl Engine {
             self.recover().await?;
             self.pump();
             self.advance_transaction();
+            self.check_visits();
         }
         self.stats.lag = self.lag();
         let _ = stats.send(self.stats.clone());
@@ -716,6 +729,7 @@ impl Engine {
     /// released. Its committed position stays where the target acknowledged, so a restart
     /// (after the cause is fixed) resumes without loss.
     fn stop(&mut self, i: usize) {
+        self.visits.mark(i);
         let part = &mut self.parts[i];
         if !part.stopped {
             part.stopped = true;
@@ -735,6 +749,7 @@ impl Engine {
             // share of the fetch buffer.
             return;
         };
+        self.visits.mark(i);
         let Chunk {
             batches,
             from,
@@ -853,6 +868,7 @@ impl Engine {
             })
             .collect();
         let batches = progress::encode_batches(&records, self.progress_batch_bytes, now_ms());
+        self.visits.mark(self.progress_part);
         let part = &mut self.parts[self.progress_part];
         // One commit waits at most: the new one replaces what was never sent (its positions
         // are as new or newer), or a target outage would queue a whole commit per tick.
@@ -1023,7 +1039,7 @@ impl Engine {
         // those only (with thousands of partitions, most have nothing to send).
         let mut waiting: BTreeMap<Link, Vec<usize>> = BTreeMap::new();
         let mut enrol = Vec::new();
-        for i in 0..self.parts.len() {
+        for i in self.visits.sorted() {
             // Position-only entries at the front of an idle partition are acknowledged at once.
             let done = self.parts[i].take_positions();
             if !done.is_empty() {
@@ -1066,6 +1082,23 @@ impl Engine {
                         break;
                     }
                 }
+            }
+        }
+        let parts = &self.parts;
+        self.visits.retain(|i| parts[i].needs_visit());
+    }
+
+    /// Every partition with something to do is listed (debug builds: the tests check the
+    /// marks at every turn of the loop).
+    fn check_visits(&self) {
+        if cfg!(debug_assertions) {
+            for (i, p) in self.parts.iter().enumerate() {
+                assert!(
+                    !p.needs_visit() || self.visits.contains(i),
+                    "partition {} -> {} has work but is not listed",
+                    p.source,
+                    p.target
+                );
             }
         }
     }
@@ -1111,9 +1144,12 @@ impl Engine {
                 }
                 *at = Instant::now() + backoff.next_delay();
                 // Its partitions may have a new leader by now.
-                for p in self.parts.iter_mut().filter(|p| p.leader == Some(broker)) {
-                    p.needs_metadata = true;
-                    p.leader = None;
+                for (i, p) in self.parts.iter_mut().enumerate() {
+                    if p.leader == Some(broker) {
+                        p.needs_metadata = true;
+                        p.leader = None;
+                        self.visits.mark(i);
+                    }
                 }
             }
         }
@@ -1261,6 +1297,7 @@ impl Engine {
                 tracing::warn!(broker = done.link.broker, error = %e, "produce request failed; will resend");
                 self.conns.remove(&done.link);
                 for (i, _) in done.sent {
+                    self.visits.mark(i);
                     let part = &mut self.parts[i];
                     part.outstanding -= 1;
                     part.failed = true;
@@ -1307,6 +1344,7 @@ impl Engine {
     /// Carries out what the answer for partition `i`'s batch with sequence `seq` means
     /// (`Partition::judge`); `answer` is `None` when the response lacks the partition.
     fn on_result(&mut self, i: usize, seq: i32, answer: Option<(i16, i64)>) {
+        self.visits.mark(i);
         if let (Some((flow, _)), Some((code, _))) = (&self.telemetry, answer) {
             if code != 0 {
                 flow.errors("target", code, 1);
@@ -1571,13 +1609,14 @@ impl Engine {
                 epoch = self.producer.1,
                 "producer re-initialised; resending unacknowledged batches"
             );
-            for part in &mut self.parts {
+            for (i, part) in self.parts.iter_mut().enumerate() {
                 part.restart_sequences();
+                self.visits.mark(i);
             }
             self.reset_pending = false;
         }
         let now = Instant::now();
-        for i in 0..self.parts.len() {
+        for i in self.visits.sorted() {
             let part = &mut self.parts[i];
             if part.new_log && part.outstanding == 0 {
                 self.start_over(i);
@@ -1616,6 +1655,7 @@ impl Engine {
     /// resent. None found: the target's sequence state and strait's disagree, and the
     /// producer is re-initialised. A failed read is tried again after a backoff.
     fn on_checked(&mut self, i: usize, result: Result<Option<Vec<RawBatch>>, KafkaError>) {
+        self.visits.mark(i);
         let part = &mut self.parts[i];
         if part.check != LogCheck::Reading {
             // The partition let its batches go, or the producer was re-initialised meanwhile.
@@ -1753,6 +1793,7 @@ impl Engine {
         for (i, part) in self.parts.iter_mut().enumerate() {
             if i != self.progress_part && part.target.topic == *topic && !part.stopped {
                 part.new_log = true;
+                self.visits.mark(i);
             }
         }
     }
@@ -1786,9 +1827,11 @@ impl Engine {
     /// The target topics (sorted, once each) of the running partitions without a known
     /// leader that pass `filter`.
     fn missing_leaders(&self, filter: impl Fn(&Partition) -> bool) -> Vec<Arc<str>> {
+        // They are all listed (`Partition::needs_visit`).
         let mut topics: Vec<Arc<str>> = self
-            .parts
+            .visits
             .iter()
+            .map(|i| &self.parts[i])
             .filter(|p| p.needs_metadata && !p.stopped && filter(p))
             .map(|p| p.target.topic.clone())
             .collect();

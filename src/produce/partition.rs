@@ -343,6 +343,17 @@ impl Partition {
         self.queue.is_empty() && self.inflight.is_empty()
     }
 
+    /// Whether the engine's loop has something to do for the partition: batches to send or
+    /// positions to pass on, a failure or a new log to recover from, its log to read back,
+    /// or its leader to look up (`super::visits`).
+    pub fn needs_visit(&self) -> bool {
+        !self.queue.is_empty()
+            || self.failed
+            || self.new_log
+            || self.check != LogCheck::Idle
+            || (self.needs_metadata && !self.stopped)
+    }
+
     /// Lets go of the batches of a stopped partition, releasing their share of the fetch
     /// buffer: the queued ones now, those in flight once the last answer is in (nothing is
     /// resent).
