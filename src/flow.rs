@@ -609,20 +609,30 @@ async fn start(
             offset_sync::load(&syncs_cluster, &syncs_topic).await
         }
     };
-    let ((resume, create_progress, taken), written, engine, first_discovery) = tokio::try_join!(
-        restore_progress,
-        load_syncs,
-        Engine::new(
-            data_target,
-            produce,
-            &progress_topic,
-            translations.clone(),
-            syncs_tx,
-            fetcher.clone(),
-        ),
-        first_discovery,
-    )
-    .inspect_err(|_| fetch_shutdown.cancel())?;
+    let exactly_once = produce.exactly_once;
+    let engine = Engine::new(
+        data_target,
+        produce,
+        &progress_topic,
+        translations.clone(),
+        syncs_tx,
+        fetcher.clone(),
+    );
+    // Exactly-once: the progress is read once the engine's InitProducerId has fenced any
+    // earlier owner of the transactional id, which completes its open transaction first
+    // (committed or aborted). Read before, a commit landing in between is missed, and the
+    // records it committed are written again.
+    let progress_and_engine = async {
+        if exactly_once {
+            let engine = engine.await?;
+            Ok((restore_progress.await?, engine))
+        } else {
+            tokio::try_join!(restore_progress, engine)
+        }
+    };
+    let (((resume, create_progress, taken), engine), written, first_discovery) =
+        tokio::try_join!(progress_and_engine, load_syncs, first_discovery)
+            .inspect_err(|_| fetch_shutdown.cancel())?;
     let mut engine = engine;
     let (missing_tx, missing) = mpsc::unbounded_channel();
     engine.report_missing_topics(missing_tx);
