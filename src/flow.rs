@@ -610,14 +610,17 @@ async fn start(
         }
     };
     let exactly_once = produce.exactly_once;
-    let engine = Engine::new(
+    // Both boxed: the block below holds each twice (as itself, and joined), and inline
+    // they made the start-up future too large for a thread's stack in debug builds.
+    let restore_progress = Box::pin(restore_progress);
+    let engine = Box::pin(Engine::new(
         data_target,
         produce,
         &progress_topic,
         translations.clone(),
         syncs_tx,
         fetcher.clone(),
-    );
+    ));
     // Exactly-once: the progress is read once the engine's InitProducerId has fenced any
     // earlier owner of the transactional id, which completes its open transaction first
     // (committed or aborted). Read before, a commit landing in between is missed, and the
