@@ -415,13 +415,13 @@ impl<'a> Validator<'a> {
             if tls { 2 } else { 1 },
             1,
             MAX_RUNTIME_THREADS,
-        )?;
+        )? as usize;
         Ok(Config {
             clusters,
             flows,
             log_level,
             metrics_listen,
-            runtime_threads: usize::try_from(runtime_threads).unwrap_or(1),
+            runtime_threads,
         })
     }
 

@@ -99,6 +99,21 @@ struct Pool {
     bootstrap: Option<Connection>,
 }
 
+impl Pool {
+    /// A usable connection to broker `id` at `addr`: its own, or the bootstrap connection
+    /// when that reached the very broker (`true`: not pooled for `id` yet).
+    fn usable(&self, id: i32, addr: &str) -> Option<(Connection, bool)> {
+        let up = |c: &&Connection| c.is_usable() && c.addr() == addr;
+        if let Some(c) = self.conns.get(&id).filter(up) {
+            return Some((c.clone(), false));
+        }
+        self.bootstrap
+            .as_ref()
+            .filter(up)
+            .map(|c| (c.clone(), true))
+    }
+}
+
 pub struct Cluster {
     alias: String,
     bootstrap: Vec<String>,
@@ -259,13 +274,11 @@ impl Cluster {
         let addr = self.address(id).await?;
         {
             let mut pool = self.pool.lock().unwrap();
-            let reusable = |c: &&Connection| c.is_usable() && c.addr() == addr;
-            if let Some(c) = pool.conns.get(&id).filter(reusable) {
-                return Ok(c.clone());
-            }
-            if let Some(c) = pool.bootstrap.as_ref().filter(reusable).cloned() {
-                self.links.dialled(id, true);
-                pool.conns.insert(id, c.clone());
+            if let Some((c, from_bootstrap)) = pool.usable(id, &addr) {
+                if from_bootstrap {
+                    self.links.dialled(id, true);
+                    pool.conns.insert(id, c.clone());
+                }
                 return Ok(c);
             }
         }
@@ -282,9 +295,7 @@ impl Cluster {
         let Some(addr) = self.directory.lock().unwrap().get(&id).cloned() else {
             return false;
         };
-        let pool = self.pool.lock().unwrap();
-        let up = |c: &Connection| c.is_usable() && c.addr() == addr;
-        pool.conns.get(&id).is_some_and(up) || pool.bootstrap.as_ref().is_some_and(up)
+        self.pool.lock().unwrap().usable(id, &addr).is_some()
     }
 
     /// Connection `lane` to broker `id`: lane 0 is the pooled one (`broker`), every other

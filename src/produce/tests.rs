@@ -559,10 +559,6 @@ async fn a_drain_waits_for_a_connection_being_dialled_to_a_broker_it_reaches() {
     // The engine has taken the batch in and is dialling connection 1.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let took = running.stop().await;
-    for r in broker.received() {
-        eprintln!("REQ {:?} conn {}", r.api_key(), r.connection);
-    }
-    eprintln!("TOOK {took:?}");
     assert_eq!(
         committed(&broker, &TopicPartition::new("s0", 0)),
         Some(1),
