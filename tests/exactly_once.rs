@@ -63,12 +63,12 @@ fn sigkills_under_load_repeat_nothing() {
         timeout,
     );
     assert_eq!(first.duplicates(), 0);
+    // Kafka 4.x formats a new cluster with transactions v2 switched on.
+    let log = strait.log_text();
     assert!(
-        strait
-            .log_text()
-            .contains("transactional producer ready (exactly-once)"),
-        "{}",
-        strait.log_text()
+        log.contains("transactional producer ready (exactly-once)")
+            && log.contains(r#""transactions":"v2""#),
+        "{log}"
     );
 
     producing(source, &topic, 5000, 24_000, 4000, || {
@@ -137,6 +137,51 @@ fn a_second_process_fences_the_first_and_nothing_is_repeated() {
     );
     assert_eq!(report.duplicates(), 0, "{report}");
     assert!(second.terminate().success(), "{}", second.log_text());
+}
+
+/// A target that has not switched transactions v2 on (`transaction.version` 1, as a cluster
+/// upgraded from Kafka 3.x keeps until its operator finalizes it) gets transactions v1:
+/// AddPartitionsToTxn before each partition's first write of a transaction, one epoch
+/// throughout. A SIGKILL under load repeats and loses nothing there either.
+#[test]
+fn a_target_without_transactions_v2_gets_v1_and_repeats_nothing() {
+    let _serial = serial();
+    let [source, _] = clusters();
+    let target = Cluster::start("eos-v1-target", &[]);
+    let downgraded = kafka::tool(
+        "org.apache.kafka.tools.FeatureCommand",
+        &[
+            "--bootstrap-server",
+            &target.bootstrap,
+            "downgrade",
+            "--feature",
+            "transaction.version=1",
+        ],
+    );
+    eprintln!("{}", String::from_utf8_lossy(&downgraded.stdout));
+    let topic = kafka::unique("eos-v1");
+    kafka::create_topic(source, &topic, PARTITIONS, &[]);
+    let remote = format!("eh.{topic}");
+    let config = config(("eh", "ei"), source, &target, &topic);
+    let mut strait = Strait::start(&config, "properties");
+    let timeout = Duration::from_secs(120);
+    producing(source, &topic, 0, 12_000, 4000, || {
+        std::thread::sleep(Duration::from_millis(1500));
+        strait.kill9();
+        strait.restart();
+    });
+    let report = sequence::check_caught_up(
+        "after a SIGKILL, transactions v1",
+        &mut strait,
+        (source, &topic),
+        (&target, &remote),
+        timeout,
+    );
+    assert_eq!(report.duplicates(), 0, "{report}");
+    let log = strait.log_text();
+    assert!(log.contains(r#""transactions":"v1""#), "{log}");
+    assert!(!log.contains(r#""transactions":"v2""#), "{log}");
+    assert!(strait.terminate().success(), "{}", strait.log_text());
 }
 
 /// The target broker (and with it the transaction coordinator) goes down in the middle of

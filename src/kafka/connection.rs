@@ -85,6 +85,9 @@ struct Inner {
     tls: Option<String>,
     /// Broker-side version ranges by API key, from ApiVersions.
     versions: std::sync::OnceLock<HashMap<i16, VersionRange>>,
+    /// The cluster's finalized feature levels (`transaction.version`, ...), from ApiVersions
+    /// v3+: the highest level of each the cluster has switched on.
+    features: OnceLock<HashMap<String, i16>>,
     tasks: [JoinHandle<()>; 2],
     /// Renews the SASL session before the broker ends it, if the broker limits it.
     renewal: OnceLock<JoinHandle<()>>,
@@ -241,14 +244,15 @@ impl Connection {
             auth,
             tls: negotiated,
             versions: OnceLock::new(),
+            features: OnceLock::new(),
             tasks,
             renewal: OnceLock::new(),
             unproven: Mutex::new(None),
         });
         // TLS 1.3 finishes the handshake before the broker has checked strait's certificate:
         // a refusal arrives as an alert on the first read.
-        let versions = match negotiate(&inner).await {
-            Ok(versions) => versions,
+        let (versions, features) = match negotiate(&inner).await {
+            Ok(negotiated) => negotiated,
             Err(KafkaError::Disconnected { addr, reason }) if reason.starts_with(TLS_FAILURE) => {
                 return Err(KafkaError::Tls {
                     addr,
@@ -271,6 +275,7 @@ impl Connection {
             Err(e) => return Err(e),
         };
         let _ = inner.versions.set(versions);
+        let _ = inner.features.set(features);
         if dial.sasl.is_none() {
             *inner.unproven.lock().unwrap() = Some(dial.clone());
         }
@@ -302,6 +307,16 @@ impl Connection {
     /// The highest version of `R` both strait and the broker speak.
     pub fn version<R: Request>(&self) -> Option<i16> {
         pick_version(self.inner.versions.get()?, R::KEY, R::VERSIONS)
+    }
+
+    /// The level at which the cluster has switched `feature` on (its finalized maximum), as
+    /// the broker said in ApiVersions; 0 when it has not (or predates features).
+    pub fn feature(&self, feature: &str) -> i16 {
+        self.inner
+            .features
+            .get()
+            .and_then(|f| f.get(feature).copied())
+            .unwrap_or(0)
     }
 
     /// Sends `req` at the negotiated version and waits for its response.
@@ -754,8 +769,11 @@ fn renewal_delay(lifetime: Duration, r: f64) -> Duration {
 }
 
 /// ApiVersions v3 first; a broker that does not speak it answers UNSUPPORTED_VERSION with
-/// its own range in a v0 body (KIP-511), and strait retries with that.
-async fn negotiate(inner: &Arc<Inner>) -> Result<HashMap<i16, VersionRange>, KafkaError> {
+/// its own range in a v0 body (KIP-511), and strait retries with that. Returns the version
+/// ranges by API key and the finalized feature levels.
+async fn negotiate(
+    inner: &Arc<Inner>,
+) -> Result<(HashMap<i16, VersionRange>, HashMap<String, i16>), KafkaError> {
     let request = ApiVersionsRequest::default()
         .with_client_software_name(StrBytes::from_static_str("strait"))
         .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
@@ -781,7 +799,12 @@ async fn negotiate(inner: &Arc<Inner>) -> Result<HashMap<i16, VersionRange>, Kaf
             .await?;
     }
     KafkaError::check("ApiVersions", || inner.addr.clone(), response.error_code)?;
-    Ok(response
+    let features = response
+        .finalized_features
+        .iter()
+        .map(|f| (f.name.to_string(), f.max_version_level))
+        .collect();
+    let versions = response
         .api_keys
         .iter()
         .map(|k| {
@@ -793,7 +816,8 @@ async fn negotiate(inner: &Arc<Inner>) -> Result<HashMap<i16, VersionRange>, Kaf
                 },
             )
         })
-        .collect())
+        .collect();
+    Ok((versions, features))
 }
 
 fn pick_version(broker: &HashMap<i16, VersionRange>, key: i16, ours: VersionRange) -> Option<i16> {

@@ -42,7 +42,7 @@ use crate::batch::{ProducerStamp, RawBatch};
 use crate::fetch::{Chunk, FetchEvent, Fetcher};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::produce_request::{self, TopicData};
-use crate::kafka::transaction::PRODUCE_AT_MOST;
+use crate::kafka::transaction::TransactionalProducer;
 use crate::kafka::{log_reader, Cluster, Connection, KafkaError, TopicMeta, TopicPartition};
 use crate::mm2::offset_sync::SyncSender;
 use crate::now_ms;
@@ -168,7 +168,7 @@ enum Done {
         result: Result<(), KafkaError>,
     },
     /// The open transaction committed (EndTxn).
-    Ended(Result<(), KafkaError>),
+    Ended(Result<(i64, i16), KafkaError>),
     /// Partition `i`'s target log read back from its acknowledged position
     /// (`Outcome::CheckLog`).
     Checked {
@@ -296,7 +296,9 @@ impl Engine {
         let producer = producer?;
         let txn = match (config.exactly_once, &config.transactional_id) {
             (false, _) => None,
-            (true, Some(id)) => Some(Transaction::new(id.clone(), producer)),
+            (true, Some(id)) => Some(Transaction::new(
+                TransactionalProducer::new(&target, id.clone(), producer).await?,
+            )),
             (true, None) => {
                 return Err(KafkaError::Other(
                     "exactly-once needs a transactional id".into(),
@@ -346,7 +348,7 @@ impl Engine {
         engine.visits.mark(engine.progress_part);
         match &engine.txn {
             Some(txn) => {
-                tracing::info!(cluster = %engine.target.alias(), transactional_id = %txn.producer.transactional_id, producer_id = producer.0, epoch = producer.1, "transactional producer ready (exactly-once)")
+                tracing::info!(cluster = %engine.target.alias(), transactional_id = %txn.producer.transactional_id, producer_id = producer.0, epoch = producer.1, transactions = %txn.producer.protocol, "transactional producer ready (exactly-once)")
             }
             None => {
                 tracing::info!(cluster = %engine.target.alias(), producer_id = producer.0, epoch = producer.1, "idempotent producer ready")
@@ -979,12 +981,20 @@ impl Engine {
     /// EndTxn's answer: the positions the transaction held are committed. Unanswered, it is
     /// sent again (for one producer epoch, a repeated commit of a committed transaction is
     /// answered as a success); any other refusal ends the engine.
-    fn on_ended(&mut self, result: Result<(), KafkaError>) {
+    fn on_ended(&mut self, result: Result<(i64, i16), KafkaError>) {
         match result {
-            Ok(()) => {
+            Ok(next) => {
                 if let Some(txn) = &mut self.txn {
-                    let commits = txn.committed();
+                    let commits = txn.committed(next);
                     self.count_committed(commits);
+                }
+                if next != self.producer {
+                    // Transactions v2: a new epoch, whose sequences start at 0. Every batch
+                    // of the transaction is answered; no partition has one in flight.
+                    self.producer = next;
+                    for part in &mut self.parts {
+                        part.restart_sequences();
+                    }
                 }
             }
             Err(e) if e.is_retriable() => {
@@ -1231,6 +1241,9 @@ impl Engine {
             part.inflight.push_back(entry);
             part.outstanding += 1;
             sent.push((i, seq));
+            if let Some(txn) = &mut self.txn {
+                txn.wrote(i);
+            }
             if size >= self.config.max_request_bytes {
                 break;
             }
@@ -1244,7 +1257,10 @@ impl Engine {
             .collect();
         let timeout_ms = self.target.timeout_ms();
         let (at_most, transactional_id) = match &self.txn {
-            Some(txn) => (PRODUCE_AT_MOST, Some(&*txn.producer.transactional_id)),
+            Some(txn) => (
+                txn.producer.protocol.produce_at_most(),
+                Some(&*txn.producer.transactional_id),
+            ),
             None => (i16::MAX, None),
         };
         let started = conn.start_encoded::<ProduceRequest>(at_most, |version| {

@@ -418,10 +418,14 @@ impl Partition {
             }
             // UNKNOWN_SERVER_ERROR (-1) is an unexpected exception in the broker, often
             // passing: resent like a transient refusal, within the delivery timeout.
+            // CONCURRENT_TRANSACTIONS: in transactions v2 the leader enrols the partition at
+            // the transaction coordinator, which is still writing the markers of the
+            // transaction before (the Java client retries it too).
             error
                 if error.is_retriable()
                     || error == ResponseError::OutOfOrderSequenceNumber
-                    || error == ResponseError::UnknownServerError =>
+                    || error == ResponseError::UnknownServerError
+                    || error == ResponseError::ConcurrentTransactions =>
             {
                 self.retry(seq, Resend::Later(error), now, delivery_timeout)
             }
@@ -938,6 +942,7 @@ mod tests {
             ResponseError::CorruptMessage,
             ResponseError::FencedLeaderEpoch,
             ResponseError::UnknownServerError,
+            ResponseError::ConcurrentTransactions,
         ] {
             let outcome = judge(error);
             assert_eq!(outcome, Outcome::Resend(Resend::Later(error)), "{error}");

@@ -4,13 +4,14 @@
 //! either both or neither, whatever ends strait in between.
 //!
 //! A transaction goes through four phases. **Open**: the data partitions with batches
-//! waiting are enrolled (AddPartitionsToTxn) and written. **Draining**, once the commit is
-//! due: nothing new goes out, only batches already numbered are sent again, until every
-//! answer is in. **Writing**: the progress records of the positions reached go out.
-//! **Ending**: EndTxn commits; once the coordinator answers, the positions count as
-//! committed and a new transaction opens. Whatever would need a new producer id on the way
-//! (the target lost strait's producer state, an epoch fenced) ends the engine instead: a new
-//! producer id aborts the open transaction, and a restart resumes from the last commit.
+//! waiting are enrolled (AddPartitionsToTxn, in transactions v1; in v2 a partition's first
+//! Produce enrols it) and written. **Draining**, once the commit is due: nothing new goes
+//! out, only batches already numbered are sent again, until every answer is in. **Writing**:
+//! the progress records of the positions reached go out. **Ending**: EndTxn commits; once the
+//! coordinator answers, the positions count as committed and a new transaction opens (in v2
+//! under the bumped epoch the answer gives). Whatever would need a new producer id on the
+//! way (the target lost strait's producer state, an epoch fenced) ends the engine instead: a
+//! new producer id aborts the open transaction, and a restart resumes from the last commit.
 
 use std::collections::HashSet;
 
@@ -38,7 +39,7 @@ pub enum Phase {
 pub struct Transaction {
     pub producer: TransactionalProducer,
     pub phase: Phase,
-    /// The partitions the open transaction holds.
+    /// The partitions the open transaction holds: enrolled (v1) or written to (v2).
     enrolled: HashSet<usize>,
     /// An AddPartitionsToTxn is in flight.
     pub enrolling: bool,
@@ -47,12 +48,9 @@ pub struct Transaction {
 }
 
 impl Transaction {
-    pub fn new(transactional_id: String, producer: (i64, i16)) -> Transaction {
+    pub fn new(producer: TransactionalProducer) -> Transaction {
         Transaction {
-            producer: TransactionalProducer {
-                transactional_id,
-                producer,
-            },
+            producer,
             phase: Phase::Open,
             enrolled: HashSet::new(),
             enrolling: false,
@@ -70,12 +68,13 @@ impl Transaction {
         }
     }
 
-    /// Whether partition `i` may be sent batches now: its phase writes it, and it is enrolled.
+    /// Whether partition `i` may be sent batches now: its phase writes it, and it is enrolled
+    /// (v1; in v2 a Produce enrols it).
     pub fn sends(&self, i: usize, progress: usize) -> bool {
-        self.writes(i, progress) && self.enrolled.contains(&i)
+        self.writes(i, progress) && (!self.producer.protocol.enrols() || self.enrolled.contains(&i))
     }
 
-    /// Whether partition `i` waits to be enrolled before it is written: a data partition
+    /// Whether partition `i` waits to be enrolled (v1) before it is written: a data partition
     /// while the transaction is open (draining, nothing new joins it), the progress
     /// partition once its records are due.
     pub fn needs_enrolling(&self, i: usize, progress: usize) -> bool {
@@ -84,7 +83,14 @@ impl Transaction {
             Phase::Writing => i == progress,
             Phase::Draining { .. } | Phase::Ending => false,
         };
-        joins && !self.enrolled.contains(&i)
+        joins && self.producer.protocol.enrols() && !self.enrolled.contains(&i)
+    }
+
+    /// A batch of partition `i` goes out in this transaction: in v2 that enrols it.
+    pub fn wrote(&mut self, i: usize) {
+        if !self.producer.protocol.enrols() {
+            self.enrolled.insert(i);
+        }
     }
 
     pub fn enrolled(&mut self, parts: impl IntoIterator<Item = usize>) {
@@ -108,9 +114,11 @@ impl Transaction {
         self.pending.extend(commits);
     }
 
-    /// The coordinator committed the transaction: the positions it held, for the engine to
-    /// count as committed, and a new transaction opens.
-    pub fn committed(&mut self) -> Vec<(usize, Position)> {
+    /// The coordinator committed the transaction, and the next one is written as `next`
+    /// (v2 bumps the epoch): the positions it held, for the engine to count as committed, and
+    /// a new transaction opens.
+    pub fn committed(&mut self, next: (i64, i16)) -> Vec<(usize, Position)> {
+        self.producer.producer = next;
         self.phase = Phase::Open;
         self.enrolled.clear();
         std::mem::take(&mut self.pending)
@@ -120,12 +128,21 @@ impl Transaction {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kafka::transaction::Protocol;
 
     const PROGRESS: usize = 0;
 
+    fn transaction(protocol: Protocol) -> Transaction {
+        Transaction::new(TransactionalProducer {
+            transactional_id: "t".into(),
+            producer: (1, 0),
+            protocol,
+        })
+    }
+
     #[test]
     fn each_phase_writes_only_its_partitions_and_only_once_enrolled() {
-        let mut txn = Transaction::new("t".into(), (1, 0));
+        let mut txn = transaction(Protocol::V1);
         assert!(txn.needs_enrolling(3, PROGRESS) && !txn.sends(3, PROGRESS));
         assert!(
             !txn.needs_enrolling(PROGRESS, PROGRESS),
@@ -152,7 +169,7 @@ mod tests {
 
     #[test]
     fn positions_count_only_once_the_transaction_is_committed() {
-        let mut txn = Transaction::new("t".into(), (1, 0));
+        let mut txn = transaction(Protocol::V1);
         assert!(txn.is_empty());
         txn.enrolled([3, PROGRESS]);
         let pos = Position {
@@ -162,8 +179,27 @@ mod tests {
         txn.hold(vec![(3, pos)]);
         txn.phase = Phase::Ending;
         assert!(!txn.is_empty());
-        assert_eq!(txn.committed(), vec![(3, pos)]);
+        assert_eq!(txn.committed((1, 0)), vec![(3, pos)]);
         assert_eq!(txn.phase, Phase::Open);
         assert!(txn.is_empty() && txn.needs_enrolling(3, PROGRESS));
+    }
+
+    /// Transactions v2: a partition is written without AddPartitionsToTxn, and held once a
+    /// batch of it goes out; the next transaction is written under the epoch EndTxn gave.
+    #[test]
+    fn in_v2_a_write_enrols_and_each_commit_moves_to_the_next_epoch() {
+        let mut txn = transaction(Protocol::V2);
+        assert!(!txn.needs_enrolling(3, PROGRESS) && txn.sends(3, PROGRESS));
+        assert!(txn.is_empty(), "nothing written, nothing to end");
+        txn.wrote(3);
+        assert_eq!(txn.holds().collect::<Vec<_>>(), vec![3]);
+        txn.phase = Phase::Writing;
+        assert!(!txn.sends(3, PROGRESS) && txn.sends(PROGRESS, PROGRESS));
+        assert!(!txn.needs_enrolling(PROGRESS, PROGRESS));
+        txn.wrote(PROGRESS);
+        txn.phase = Phase::Ending;
+        txn.committed((1, 1));
+        assert_eq!(txn.producer.producer, (1, 1));
+        assert!(txn.is_empty() && txn.sends(3, PROGRESS));
     }
 }
