@@ -65,8 +65,9 @@ struct Args {
     /// partition count, and written.
     #[arg(long)]
     to: String,
-    /// Unacknowledged batches per partition (strait's `produce.max.in.flight`).
-    #[arg(long, default_value_t = defaults::PRODUCE_MAX_IN_FLIGHT)]
+    /// Unacknowledged batches per partition (strait's `produce.max.in.flight`; 5 is what
+    /// strait takes to a near broker when the key is unset).
+    #[arg(long, default_value_t = 5)]
     in_flight: usize,
     /// Connections per target broker (strait's `produce.connections.per.broker`).
     #[arg(long, default_value_t = defaults::PRODUCE_CONNECTIONS_PER_BROKER)]
@@ -279,7 +280,7 @@ async fn produce_all(
 ) -> anyhow::Result<f64> {
     let progress = format!("{to}-progress");
     let config = ProduceConfig {
-        max_in_flight: in_flight,
+        max_in_flight: Some(in_flight),
         max_request_bytes: defaults::PRODUCE_MAX_REQUEST_BYTES,
         // The engine reports its counts at each commit: often, to see the end promptly.
         commit_interval: Duration::from_millis(100),

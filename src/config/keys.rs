@@ -1337,18 +1337,19 @@ pub static KEYS: &[KeySpec] = &[
     KeySpec::new(
         "produce.max.in.flight",
         Flow,
-        "5",
+        "",
         flow!(produce_max_in_flight, parse_int),
     )
     .toml("produce_max_in_flight")
     .strait()
     .doc(
         "Produce requests in flight per target partition (and at least per target broker), \
-             1 to 64. The broker recognises a resend among a producer's last 5 batches; past \
-             5, a resend it no longer recognises makes strait read the target partition back \
-             to learn which batches it holds, so none is written twice either way. A distant \
-             target wants more: about round trip × rate ÷ (batch size × partitions per \
-             broker).",
+             1 to 64. Unset (the default), strait sizes it from the shortest recent round trip \
+             to each target broker: one request per 3 ms of it, at least 5 (a near broker) and \
+             at most 64 (a round trip of 100 ms gets 34). The broker recognises a resend among \
+             a producer's last 5 batches; past 5, a resend it no longer recognises makes \
+             strait read the target partition back to learn which batches it holds, so none \
+             is written twice either way. Set, it is that many whatever the round trip.",
     ),
     KeySpec::new(
         "produce.connections.per.broker",
@@ -1369,7 +1370,7 @@ pub static KEYS: &[KeySpec] = &[
     KeySpec::new(
         "producer.max.in.flight.requests.per.connection",
         Flow,
-        "5",
+        "",
         flow!(produce_max_in_flight, parse_int),
     )
     .toml("produce_max_in_flight")
@@ -1377,7 +1378,7 @@ pub static KEYS: &[KeySpec] = &[
     KeySpec::new(
         "producer.max.in.flight.requests.per.connection",
         TargetCluster,
-        "5",
+        "",
         flow!(produce_max_in_flight, parse_int),
     )
     .toml("produce_max_in_flight")

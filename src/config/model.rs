@@ -399,8 +399,9 @@ pub struct FlowConfig {
     /// Fetch request `max_wait_ms`, in milliseconds. Default 500.
     pub fetch_max_wait_ms: i32,
     /// Produce requests in flight per target partition, 1..=64 (idempotence keeps order at
-    /// any depth; past 5 the target log tells which resends it holds). Default 5.
-    pub produce_max_in_flight: usize,
+    /// any depth; past 5 the target log tells which resends it holds). Default (`None`):
+    /// sized from the round trip to each target broker, 5 near, up to 64 far.
+    pub produce_max_in_flight: Option<usize>,
     /// Connections to each target broker, 1..=16: a broker serves one connection's requests
     /// one at a time, so several let it append to several partitions at once. Default 2.
     pub produce_connections_per_broker: usize,
@@ -663,9 +664,6 @@ pub mod defaults {
     pub const FETCH_PARTITION_MAX_BYTES: i32 = 1_048_576;
     /// Fetch `max_wait_ms` (the Java consumer's `fetch.max.wait.ms`).
     pub const FETCH_MAX_WAIT_MS: i32 = 500;
-    /// In-flight Produce requests per partition (the Java producer's
-    /// `max.in.flight.requests.per.connection`).
-    pub const PRODUCE_MAX_IN_FLIGHT: usize = 5;
     /// Connections per target broker (strait's own; the Java producer keeps one).
     pub const PRODUCE_CONNECTIONS_PER_BROKER: usize = 2;
     /// Produce linger (the Java producer's `linger.ms`; strait keeps 0).

@@ -1361,13 +1361,12 @@ impl<'a> Validator<'a> {
             0,
             i32_max,
         )? as i32;
-        let produce_max_in_flight = self.int(
-            layers.get(|f| &f.produce_max_in_flight),
-            &path("produce_max_in_flight"),
-            defaults::PRODUCE_MAX_IN_FLIGHT as i64,
-            1,
-            MAX_IN_FLIGHT,
-        )? as usize;
+        // Unset: the engine sizes the window from the round trip.
+        let produce_max_in_flight = layers
+            .get(|f| &f.produce_max_in_flight)
+            .map(|v| self.int(Some(v), &path("produce_max_in_flight"), 0, 1, MAX_IN_FLIGHT))
+            .transpose()?
+            .map(|n| n as usize);
         let produce_connections_per_broker = self.int(
             layers.get(|f| &f.produce_connections_per_broker),
             &path("produce_connections_per_broker"),

@@ -53,7 +53,7 @@ async fn commit_waits_for_durable_syncs_and_keeps_one_commit_queued() {
     let (fetcher, _fetch_task) = Fetcher::spawn(&cluster, fetch, events, shutdown.clone());
     let (syncs, syncs_rx) = offset_sync::queue();
     let config = ProduceConfig {
-        max_in_flight: 5,
+        max_in_flight: Some(5),
         max_request_bytes: 1 << 20,
         commit_interval: Duration::from_secs(1),
         drain_timeout: Duration::from_secs(1),

@@ -4,7 +4,8 @@
 //!   CRC is recomputed (`RawBatch::stamp`); records bytes are never touched nor copied;
 //! * a Produce request carries at most one batch per partition (Produce v3+ rule) and as
 //!   many partitions of one leader as fit; `acks=all`;
-//! * at most `max_in_flight` (default 5) batches per partition are unacknowledged, and as
+//! * at most `max_in_flight` batches per partition are unacknowledged (unset: sized from
+//!   the round trip to the partition's broker, `window`: 5 near, up to 64 far), and as
 //!   many requests per connection, sent as soon as batches wait (a backlog fills the window
 //!   at once); each target broker gets `connections` (default 2) connections, since a broker
 //!   serves one connection's requests one at a time, and a partition keeps to one of them
@@ -58,6 +59,7 @@ mod partition;
 mod tests;
 mod transaction;
 mod visits;
+mod window;
 
 pub use partition::next_sequence;
 
@@ -65,13 +67,15 @@ use chatter::{Chatter, Line};
 use partition::{Entry, LogCheck, Outcome, Partition, Resend, Reset};
 use transaction::{Phase, Transaction};
 use visits::Visits;
+use window::Windows;
 
 /// Produce knobs, from the flow's configuration.
 #[derive(Debug, Clone)]
 pub struct ProduceConfig {
     /// Unacknowledged batches per partition (`produce.max.in.flight`, 1..=64; past 5 a resend
-    /// the broker no longer recognises is looked up in the target log: `Outcome::CheckLog`).
-    pub max_in_flight: usize,
+    /// the broker no longer recognises is looked up in the target log: `Outcome::CheckLog`);
+    /// `None`: sized from the round trip to the partition's broker (`window`).
+    pub max_in_flight: Option<usize>,
     /// Soft limit of one Produce request (a single larger batch still goes alone).
     pub max_request_bytes: usize,
     /// How often acknowledged positions are written to the progress topic.
@@ -194,6 +198,8 @@ struct Link {
 /// The result of one Produce request.
 struct Completion {
     link: Link,
+    /// When the request went out: its answer time sizes the window (`window`).
+    sent_at: Instant,
     sent: Vec<(usize, i32)>,
     /// The topic ids the request named its topics by (Produce v13+): its answer names them
     /// so, whatever ids the topics have by the time it comes (a topic created again has a
@@ -266,6 +272,9 @@ pub struct Engine {
     lease: Option<Arc<crate::group::Lease>>,
     /// The partitions with something to do: the loop walks these, not all.
     visits: Visits,
+    /// The round trips to the target brokers, which size the windows when
+    /// `produce.max.in.flight` is not set.
+    windows: Windows,
 }
 
 /// How often a remote topic still missing is reported again: topic sync retries a creation
@@ -341,6 +350,7 @@ impl Engine {
             releasing: Vec::new(),
             lease: None,
             visits: Visits::default(),
+            windows: Windows::default(),
         };
         engine
             .parts
@@ -1031,8 +1041,15 @@ impl Engine {
     /// Requests in flight per target broker: at least 5 (the Java producer's
     /// `max.in.flight.requests.per.connection`), and as many as batches per partition, since a
     /// request carries one batch of each partition: fewer would cap every partition's window.
-    fn broker_in_flight(&self) -> usize {
-        self.config.max_in_flight.max(5)
+    fn broker_in_flight(&self, broker: i32) -> usize {
+        self.window(broker).max(window::LEAST)
+    }
+
+    /// Batches a partition led by `broker` may have unacknowledged.
+    fn window(&self, broker: i32) -> usize {
+        self.config
+            .max_in_flight
+            .unwrap_or_else(|| self.windows.of(broker))
     }
 
     /// Builds and sends requests to every target broker, as long as it has room and batches
@@ -1079,7 +1096,9 @@ impl Engine {
             {
                 continue;
             }
-            while self.link_inflight.get(&link).copied().unwrap_or(0) < self.broker_in_flight() {
+            while self.link_inflight.get(&link).copied().unwrap_or(0)
+                < self.broker_in_flight(link.broker)
+            {
                 match self.conns.get(&link).filter(|c| c.is_usable()) {
                     Some(c) => {
                         let conn = c.clone();
@@ -1176,6 +1195,7 @@ impl Engine {
         candidates: &[usize],
     ) -> bool {
         let (pid, epoch) = self.producer;
+        let window = self.window(link.broker);
         // Draining a transaction, only batches sent before go out (again).
         let draining = self
             .txn
@@ -1198,11 +1218,7 @@ impl Engine {
             // Until the broker acknowledged a first batch of this producer on the partition it
             // holds no sequence state, and would accept a later batch after an earlier one
             // failed: one batch at a time until then.
-            let limit = if part.confirmed {
-                self.config.max_in_flight
-            } else {
-                1
-            };
+            let limit = if part.confirmed { window } else { 1 };
             if part.inflight.len() >= limit
                 || (draining && part.queue.front().is_some_and(|e| e.seq.is_none()))
             {
@@ -1269,9 +1285,11 @@ impl Engine {
         *self.link_inflight.entry(link).or_default() += 1;
         match started {
             Ok(inflight) => {
+                let sent_at = Instant::now();
                 self.requests.spawn(async move {
                     Done::Produce(Completion {
                         link,
+                        sent_at,
                         sent,
                         ids,
                         result: inflight.response().await,
@@ -1283,6 +1301,7 @@ impl Engine {
                 let result = Err(e);
                 self.complete(Completion {
                     link,
+                    sent_at: Instant::now(),
                     sent,
                     ids,
                     result,
@@ -1322,6 +1341,8 @@ impl Engine {
                 return;
             }
         };
+        self.windows
+            .observe(done.link.broker, done.sent_at.elapsed(), Instant::now());
         if let Some(throttle) = throttle(response.throttle_time_ms, self.target.timeout()) {
             self.throttled_until
                 .insert(done.link.broker, Instant::now() + throttle);

@@ -187,7 +187,7 @@ fn fresh_route(source: &str, target: &str, partition: i32) -> Route {
 
 fn config() -> ProduceConfig {
     ProduceConfig {
-        max_in_flight: 5,
+        max_in_flight: Some(5),
         max_request_bytes: 1 << 20,
         commit_interval: Duration::from_millis(20),
         drain_timeout: Duration::from_secs(2),
@@ -1472,7 +1472,7 @@ async fn a_backlog_fills_the_window_without_waiting_for_answers() {
     *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
     // No commit ticks to wake the engine.
     let deep = ProduceConfig {
-        max_in_flight: WINDOW,
+        max_in_flight: Some(WINDOW),
         commit_interval: Duration::from_secs(600),
         ..config()
     };
@@ -1494,6 +1494,65 @@ async fn a_backlog_fills_the_window_without_waiting_for_answers() {
     assert!(
         took < Duration::from_secs(1),
         "the window was not filled at once: the backlog took {took:?}"
+    );
+    running.stop().await;
+}
+
+/// Unset, `produce.max.in.flight` follows the round trip: once an answer took 100 ms (a
+/// target 50 ms away each way), a partition with a backlog gets some 34 requests in flight
+/// where 5 would move a seventh as much per round trip. Here the backlog's first answer
+/// waits until its 30th request is on the wire: with a window of 5 it never comes (held
+/// for `HOLD_LIMIT`).
+#[tokio::test]
+async fn a_distant_broker_gets_a_deeper_window() {
+    const DEEP: usize = 30;
+    let t: Arc<Mutex<Option<Topic>>> = Arc::default();
+    let topic = t.clone();
+    let mut data_requests = 0;
+    let broker = FakeBroker::start(1, &[("t", 1), (PROGRESS, 1)], move |r| {
+        let Some(t) = topic.lock().unwrap().clone() else {
+            return Reply::Default;
+        };
+        if produced(r, &t).is_empty() {
+            return Reply::Default;
+        }
+        data_requests += 1;
+        match data_requests {
+            // The first batch's answer comes after a long round trip.
+            1 => Reply::DefaultAfter(Duration::from_millis(100)),
+            2 => {
+                let Reply::Answer(ok) = answer(r, &t, 0, 0) else {
+                    unreachable!("a Produce request is answered");
+                };
+                Reply::AnswerAfter(ok, Box::new(move |r| produced(r, &t) == [DEEP as i32]))
+            }
+            _ => Reply::Default,
+        }
+    })
+    .await;
+    let target = target(&broker, Duration::from_secs(5));
+    *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
+    let adaptive = ProduceConfig {
+        max_in_flight: None,
+        commit_interval: Duration::from_secs(600),
+        ..config()
+    };
+    let running = Running::start(target, adaptive, &[("s", "t")]).await;
+    running.fetched("s", vec![batch(0, 1)], 1).await;
+    until(|| running.position("s") == 1).await;
+    let mut next = 1;
+    let backlog: Vec<RawBatch> = (1..=DEEP)
+        .map(|records| {
+            let b = batch(next, records);
+            next += records as i64;
+            b
+        })
+        .collect();
+    running.fetched("s", backlog, next).await;
+    let took = within(HOLD_LIMIT, || running.position("s") == next).await;
+    assert!(
+        took < Duration::from_secs(2),
+        "the window stayed shallow: the backlog took {took:?}"
     );
     running.stop().await;
 }

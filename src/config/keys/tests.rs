@@ -837,21 +837,21 @@ fn cases() -> Vec<Case> {
             "produce.max.in.flight",
             "1",
             Some("produce_max_in_flight = 1"),
-            |c, _| f0(c).produce_max_in_flight == 1
+            |c, _| f0(c).produce_max_in_flight == Some(1)
         ),
         case!(
             Flow,
             "producer.max.in.flight.requests.per.connection",
             "2",
             Some("produce_max_in_flight = 2"),
-            |c, _| f0(c).produce_max_in_flight == 2
+            |c, _| f0(c).produce_max_in_flight == Some(2)
         ),
         case!(
             TargetCluster,
             "producer.max.in.flight.requests.per.connection",
             "3",
             Some("produce_max_in_flight = 3"),
-            |c, _| f0(c).produce_max_in_flight == 3
+            |c, _| f0(c).produce_max_in_flight == Some(3)
         ),
         case!(
             Flow,
