@@ -1462,10 +1462,7 @@ async fn a_backlog_fills_the_window_without_waiting_for_answers() {
             return Reply::Default;
         }
         // The backlog's first request is answered once its last one is on its way.
-        let Reply::Answer(ok) = answer(r, &t, 0, 0) else {
-            unreachable!("a Produce request is answered");
-        };
-        Reply::AnswerAfter(ok, Box::new(move |r| produced(r, &t) == [WINDOW as i32]))
+        held_until_batch_of(r, t, WINDOW)
     })
     .await;
     let target = target(&broker, Duration::from_secs(5));
@@ -1477,12 +1474,31 @@ async fn a_backlog_fills_the_window_without_waiting_for_answers() {
         ..config()
     };
     let running = Running::start(target, deep, &[("s", "t")]).await;
-    // The first batch confirms the partition: more may then be in flight.
+    let took = backlog_takes(&running, WINDOW).await;
+    assert!(
+        took < Duration::from_secs(1),
+        "the window was not filled at once: the backlog took {took:?}"
+    );
+    running.stop().await;
+}
+
+/// The answer to Produce request `r` for `t`, held until a request carrying a batch of
+/// `records` records (the last of [`backlog_takes`]'s backlog of `records` batches) arrives.
+fn held_until_batch_of(r: &Received, t: Topic, records: usize) -> Reply {
+    let Reply::Answer(ok) = answer(r, &t, 0, 0) else {
+        unreachable!("a Produce request is answered");
+    };
+    Reply::AnswerAfter(ok, Box::new(move |r| produced(r, &t) == [records as i32]))
+}
+
+/// Writes one batch to `s` (the first batch confirms the partition: more may then be in
+/// flight), then, in one chunk (one event), `batches` batches of 1 to `batches` records:
+/// how long these took to be acknowledged.
+async fn backlog_takes(running: &Running, batches: usize) -> Duration {
     running.fetched("s", vec![batch(0, 1)], 1).await;
     until(|| running.position("s") == 1).await;
-    // One chunk (one event) of batches of 1 to WINDOW records.
     let mut next = 1;
-    let backlog: Vec<RawBatch> = (1..=WINDOW)
+    let backlog: Vec<RawBatch> = (1..=batches)
         .map(|records| {
             let b = batch(next, records);
             next += records as i64;
@@ -1490,12 +1506,7 @@ async fn a_backlog_fills_the_window_without_waiting_for_answers() {
         })
         .collect();
     running.fetched("s", backlog, next).await;
-    let took = within(HOLD_LIMIT, || running.position("s") == next).await;
-    assert!(
-        took < Duration::from_secs(1),
-        "the window was not filled at once: the backlog took {took:?}"
-    );
-    running.stop().await;
+    within(HOLD_LIMIT, || running.position("s") == next).await
 }
 
 /// Unset, `produce.max.in.flight` follows the round trip: once an answer took 100 ms (a
@@ -1520,12 +1531,7 @@ async fn a_distant_broker_gets_a_deeper_window() {
         match data_requests {
             // The first batch's answer comes after a long round trip.
             1 => Reply::DefaultAfter(Duration::from_millis(100)),
-            2 => {
-                let Reply::Answer(ok) = answer(r, &t, 0, 0) else {
-                    unreachable!("a Produce request is answered");
-                };
-                Reply::AnswerAfter(ok, Box::new(move |r| produced(r, &t) == [DEEP as i32]))
-            }
+            2 => held_until_batch_of(r, t, DEEP),
             _ => Reply::Default,
         }
     })
@@ -1538,18 +1544,7 @@ async fn a_distant_broker_gets_a_deeper_window() {
         ..config()
     };
     let running = Running::start(target, adaptive, &[("s", "t")]).await;
-    running.fetched("s", vec![batch(0, 1)], 1).await;
-    until(|| running.position("s") == 1).await;
-    let mut next = 1;
-    let backlog: Vec<RawBatch> = (1..=DEEP)
-        .map(|records| {
-            let b = batch(next, records);
-            next += records as i64;
-            b
-        })
-        .collect();
-    running.fetched("s", backlog, next).await;
-    let took = within(HOLD_LIMIT, || running.position("s") == next).await;
+    let took = backlog_takes(&running, DEEP).await;
     assert!(
         took < Duration::from_secs(2),
         "the window stayed shallow: the backlog took {took:?}"
