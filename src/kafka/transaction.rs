@@ -83,17 +83,16 @@ pub struct TransactionalProducer {
 
 impl TransactionalProducer {
     /// The producer `producer` (from InitProducerId) of `transactional_id`, speaking v2 when
-    /// the coordinator's cluster finalized `transaction.version` 2 and the coordinator takes
-    /// EndTxn v5, v1 otherwise. A feature switched later takes effect at the next start.
+    /// the cluster finalized `transaction.version` 2 and takes EndTxn v5, v1 otherwise. Any
+    /// broker tells (the cluster's pooled connection, no round trip): a feature is finalized
+    /// cluster-wide, and only once every broker supports it. A feature switched later takes
+    /// effect at the next start.
     pub async fn new(
         cluster: &Cluster,
         transactional_id: String,
         producer: (i64, i16),
     ) -> Result<TransactionalProducer, KafkaError> {
-        let conn = retry(cluster.timeout(), || {
-            cluster.coordinator(CoordinatorKind::Transaction, &transactional_id)
-        })
-        .await?;
+        let conn = cluster.any_broker().await?;
         let v2 = conn.feature(TRANSACTION_VERSION) >= 2
             && conn.version::<EndTxnRequest>().is_some_and(|v| v >= END_V2);
         Ok(TransactionalProducer {
