@@ -1447,66 +1447,11 @@ async fn partitions_spread_over_the_connections_and_each_keeps_to_one() {
 #[tokio::test]
 async fn a_backlog_fills_the_window_without_waiting_for_answers() {
     const WINDOW: usize = 32;
-    let t: Arc<Mutex<Option<Topic>>> = Arc::default();
-    let topic = t.clone();
-    let mut data_requests = 0;
-    let broker = FakeBroker::start(1, &[("t", 1), (PROGRESS, 1)], move |r| {
-        let Some(t) = topic.lock().unwrap().clone() else {
-            return Reply::Default;
-        };
-        if produced(r, &t).is_empty() {
-            return Reply::Default;
-        }
-        data_requests += 1;
-        if data_requests != 2 {
-            return Reply::Default;
-        }
-        // The backlog's first request is answered once its last one is on its way.
-        held_until_batch_of(r, t, WINDOW)
-    })
-    .await;
-    let target = target(&broker, Duration::from_secs(5));
-    *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
-    // No commit ticks to wake the engine.
-    let deep = ProduceConfig {
-        max_in_flight: Some(WINDOW),
-        commit_interval: Duration::from_secs(600),
-        ..config()
-    };
-    let running = Running::start(target, deep, &[("s", "t")]).await;
-    let took = backlog_takes(&running, WINDOW).await;
+    let took = backlog_takes(Some(WINDOW), WINDOW, Duration::ZERO).await;
     assert!(
         took < Duration::from_secs(1),
         "the window was not filled at once: the backlog took {took:?}"
     );
-    running.stop().await;
-}
-
-/// The answer to Produce request `r` for `t`, held until a request carrying a batch of
-/// `records` records (the last of [`backlog_takes`]'s backlog of `records` batches) arrives.
-fn held_until_batch_of(r: &Received, t: Topic, records: usize) -> Reply {
-    let Reply::Answer(ok) = answer(r, &t, 0, 0) else {
-        unreachable!("a Produce request is answered");
-    };
-    Reply::AnswerAfter(ok, Box::new(move |r| produced(r, &t) == [records as i32]))
-}
-
-/// Writes one batch to `s` (the first batch confirms the partition: more may then be in
-/// flight), then, in one chunk (one event), `batches` batches of 1 to `batches` records:
-/// how long these took to be acknowledged.
-async fn backlog_takes(running: &Running, batches: usize) -> Duration {
-    running.fetched("s", vec![batch(0, 1)], 1).await;
-    until(|| running.position("s") == 1).await;
-    let mut next = 1;
-    let backlog: Vec<RawBatch> = (1..=batches)
-        .map(|records| {
-            let b = batch(next, records);
-            next += records as i64;
-            b
-        })
-        .collect();
-    running.fetched("s", backlog, next).await;
-    within(HOLD_LIMIT, || running.position("s") == next).await
 }
 
 /// Unset, `produce.max.in.flight` follows the round trip: once an answer took 100 ms (a
@@ -1517,6 +1462,23 @@ async fn backlog_takes(running: &Running, batches: usize) -> Duration {
 #[tokio::test]
 async fn a_distant_broker_gets_a_deeper_window() {
     const DEEP: usize = 30;
+    let took = backlog_takes(None, DEEP, Duration::from_millis(100)).await;
+    assert!(
+        took < Duration::from_secs(2),
+        "the window stayed shallow: the backlog took {took:?}"
+    );
+}
+
+/// An engine at `max_in_flight` writes one batch to `t` (answered after `first_answer`; the
+/// first batch confirms the partition: more may then be in flight), then, in one chunk (one
+/// event, no commit ticks to wake the engine), `batches` batches of 1 to `batches` records,
+/// whose first answer the broker holds until the last batch has arrived: how long the
+/// backlog took to be acknowledged.
+async fn backlog_takes(
+    max_in_flight: Option<usize>,
+    batches: usize,
+    first_answer: Duration,
+) -> Duration {
     let t: Arc<Mutex<Option<Topic>>> = Arc::default();
     let topic = t.clone();
     let mut data_requests = 0;
@@ -1529,27 +1491,39 @@ async fn a_distant_broker_gets_a_deeper_window() {
         }
         data_requests += 1;
         match data_requests {
-            // The first batch's answer comes after a long round trip.
-            1 => Reply::DefaultAfter(Duration::from_millis(100)),
-            2 => held_until_batch_of(r, t, DEEP),
+            1 => Reply::DefaultAfter(first_answer),
+            2 => {
+                let Reply::Answer(ok) = answer(r, &t, 0, 0) else {
+                    unreachable!("a Produce request is answered");
+                };
+                Reply::AnswerAfter(ok, Box::new(move |r| produced(r, &t) == [batches as i32]))
+            }
             _ => Reply::Default,
         }
     })
     .await;
     let target = target(&broker, Duration::from_secs(5));
     *t.lock().unwrap() = Some(Topic::of(&target, "t").await);
-    let adaptive = ProduceConfig {
-        max_in_flight: None,
+    let config = ProduceConfig {
+        max_in_flight,
         commit_interval: Duration::from_secs(600),
         ..config()
     };
-    let running = Running::start(target, adaptive, &[("s", "t")]).await;
-    let took = backlog_takes(&running, DEEP).await;
-    assert!(
-        took < Duration::from_secs(2),
-        "the window stayed shallow: the backlog took {took:?}"
-    );
+    let running = Running::start(target, config, &[("s", "t")]).await;
+    running.fetched("s", vec![batch(0, 1)], 1).await;
+    until(|| running.position("s") == 1).await;
+    let mut next = 1;
+    let backlog: Vec<RawBatch> = (1..=batches)
+        .map(|records| {
+            let b = batch(next, records);
+            next += records as i64;
+            b
+        })
+        .collect();
+    running.fetched("s", backlog, next).await;
+    let took = within(HOLD_LIMIT, || running.position("s") == next).await;
     running.stop().await;
+    took
 }
 
 /// A partition handed to another process of the group: what it took is written, the
