@@ -159,6 +159,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 source: tp.clone(),
                 target: TopicPartition::new(to, tp.partition),
                 resume: None,
+                slot: 0,
                 lineage,
                 new_log: false,
                 origin: None,

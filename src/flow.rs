@@ -19,7 +19,8 @@ use crate::group::{self, assignor, Change, GroupConfig};
 use crate::kafka::admin::{topic_configs, TopicSpec};
 use crate::kafka::backoff::Backoff;
 use crate::kafka::tls::Tls;
-use crate::kafka::{Cluster, KafkaError, TopicPartition};
+use crate::kafka::transaction::TransactionalProducer;
+use crate::kafka::{log_reader, Cluster, KafkaError, TopicPartition};
 use crate::migration;
 use crate::mm2::acl_sync::sync_acls;
 use crate::mm2::checkpoint::{self, CheckpointConfig};
@@ -351,6 +352,9 @@ struct Running {
 struct Membership {
     slots: u32,
     owned: BTreeSet<u32>,
+    /// In exactly-once mode, the transactional id the slots' own are made from
+    /// ([`Membership::producers`]).
+    transactional_id: Option<String>,
     /// Partitions handed to another process: routed again, the engine starts fetching them
     /// (under a new assignment generation), not the flow.
     handed: HashSet<TopicPartition>,
@@ -409,6 +413,10 @@ impl Membership {
         let membership = Membership {
             slots: scale.slots,
             owned: BTreeSet::new(),
+            transactional_id: flow
+                .fencing_transactional_id
+                .clone()
+                .filter(|_| flow.exactly_once.enabled),
             handed: HashSet::new(),
             beats,
             tasks,
@@ -418,8 +426,39 @@ impl Membership {
     }
 
     fn owns(&self, tp: &TopicPartition) -> bool {
-        self.owned
-            .contains(&assignor::slot_of(&tp.topic, tp.partition, self.slots))
+        self.owned.contains(&self.slot_of(tp))
+    }
+
+    fn slot_of(&self, tp: &TopicPartition) -> u32 {
+        assignor::slot_of(&tp.topic, tp.partition, self.slots)
+    }
+
+    /// In exactly-once mode, the transactional producers of `slots`, each under its own id
+    /// (`<fencing.transactional.id>-slot-<n>`): its InitProducerId fences the slot's earlier
+    /// owner and ends the transaction that one left open (committed or aborted), so that
+    /// nothing the earlier owner still sends is written and its commits can be read.
+    async fn producers(
+        &self,
+        target: &Arc<Cluster>,
+        slots: &BTreeSet<u32>,
+    ) -> Result<Vec<(u32, TransactionalProducer)>, KafkaError> {
+        let Some(base) = &self.transactional_id else {
+            return Ok(Vec::new());
+        };
+        let mut producers = JoinSet::new();
+        for &slot in slots {
+            let (target, id) = (target.clone(), format!("{base}-slot-{slot}"));
+            producers.spawn(async move {
+                let producer = target.init_producer_id(Some(&id)).await?;
+                let producer = TransactionalProducer::new(&target, id, producer).await?;
+                Ok::<_, KafkaError>((slot, producer))
+            });
+        }
+        let mut out = Vec::new();
+        while let Some(done) = producers.join_next().await {
+            out.push(done.map_err(|e| KafkaError::Other(format!("InitProducerId task: {e}")))??);
+        }
+        Ok(out)
     }
 }
 
@@ -441,13 +480,24 @@ fn restored_map(
 }
 
 /// The committed positions in `topic` on `target`, and whether the topic is still to be
-/// created (nothing committed yet).
+/// created (nothing committed yet). In exactly-once mode (`transactions`) once every
+/// transaction open on it has ended: a scale-out group's slots commit in transactions of
+/// their own, and one slot's commit stays out of a `read_committed` read as long as another
+/// slot's transaction that began before it is open.
 async fn committed(
     target: &Cluster,
     topic: &str,
+    transactions: bool,
 ) -> Result<(HashMap<TopicPartition, (Position, Lineage)>, bool), KafkaError> {
     let found = target.metadata(Some(&[topic.to_string()])).await?;
     if found.iter().any(|t| t.name == topic && t.error_code == 0) {
+        if transactions {
+            // A transaction left open by a process gone for good ends at its timeout.
+            let within =
+                Duration::from_millis(crate::kafka::cluster::TRANSACTION_TIMEOUT_MS as u64)
+                    + Duration::from_secs(10);
+            log_reader::await_stable(target, &TopicPartition::new(topic, 0), within).await?;
+        }
         Ok((progress::load(target, topic).await?, false))
     } else {
         Ok((HashMap::new(), true))
@@ -576,7 +626,8 @@ async fn start(
     // creation does not queue at the controller ahead of the remote topics'.
     // Then MirrorMaker 2's positions: a partition MM2 got further with is taken over.
     let restore_progress = async {
-        let (mut resume, create) = committed(target, &progress_topic).await?;
+        let (mut resume, create) =
+            committed(target, &progress_topic, flow.exactly_once.enabled).await?;
         let taken = migration::take_over(flow, target, &mut resume).await?;
         Ok((resume, create, taken))
     };
@@ -1239,7 +1290,9 @@ impl Running {
             .membership
             .as_mut()
             .is_some_and(|m| m.handed.remove(&tp));
+        let slot = self.membership.as_ref().map_or(0, |m| m.slot_of(&tp));
         let _ = self.commands.send(Command::Route(Route {
+            slot,
             source: tp.clone(),
             target: TopicPartition::new(remote, tp.partition),
             resume: resumed.map(|(pos, _)| pos),
@@ -1282,6 +1335,11 @@ impl Running {
         let metrics = self.side.reports.metrics.clone();
         let (slots, commit, done) = match change {
             Change::Acquired(slots) => {
+                // Exactly-once: the slots' earlier owner is fenced before its commits are
+                // read, and the slots' partitions are written in their own transactions.
+                for (slot, producer) in membership.producers(&self.side.clusters.1, &slots).await? {
+                    let _ = self.commands.send(Command::Adopt { slot, producer });
+                }
                 membership.owned.extend(slots.iter().copied());
                 membership.beats.send_replace(membership.owned.contains(&0));
                 metrics.scale_out_slots(membership.owned.len());
@@ -1295,7 +1353,7 @@ impl Running {
                     return Ok(());
                 }
                 let ((fresh, _), written) = tokio::try_join!(
-                    committed(target, &self.progress_topic),
+                    committed(target, &self.progress_topic, flow.exactly_once.enabled),
                     offset_sync::load(&self.syncs_at.0, &self.syncs_at.1),
                 )?;
                 let translations = self.side.translations.clone();
@@ -1334,6 +1392,7 @@ impl Running {
         );
         let _ = self.commands.send(Command::Release(Release {
             partitions,
+            slots: slots.into_iter().collect(),
             commit,
             done,
         }));

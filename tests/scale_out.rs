@@ -27,7 +27,42 @@ const SESSION_MS: u64 = 6000;
 
 /// WARN lines a member logs when the group takes slots from it without a hand-over, or
 /// its coordinator stops answering: expected where a test makes that happen.
-const LOST: &[&str] = &["scale-out slots lost"];
+const LOST: &[&str] = &[
+    "scale-out slots lost",
+    "the slot's transaction was refused while this member was cut off",
+];
+
+/// How the flow writes: at least once, or exactly once (`exactly.once = true`: a transaction
+/// per slot, under the slot's own transactional id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    AtLeastOnce,
+    ExactlyOnce,
+}
+
+impl Mode {
+    /// `config` in this mode.
+    fn apply(self, config: String) -> String {
+        match self {
+            Mode::AtLeastOnce => config,
+            Mode::ExactlyOnce => format!("{config}exactly.once = true\n"),
+        }
+    }
+
+    /// Checks what a member logs of its writers: in exactly-once mode, a transactional
+    /// producer per slot it got.
+    fn check_writers(self, member: &Strait) {
+        let log = member.log_text();
+        let slot_producers = log
+            .lines()
+            .filter(|l| l.contains("transactional producer ready") && l.contains("-slot-"))
+            .count();
+        match self {
+            Mode::AtLeastOnce => assert_eq!(slot_producers, 0, "{log}"),
+            Mode::ExactlyOnce => assert!(slot_producers > 0, "{log}"),
+        }
+    }
+}
 
 /// The flow `(s, t)` of `topic`, shared by every process started with it.
 fn config((s, t): (&str, &str), source: &Cluster, target: &Cluster, topic: &str) -> String {
@@ -115,19 +150,31 @@ fn check(
 /// hand-offs (a join, two stops) repeat nothing.
 #[test]
 fn processes_share_a_flow_and_hand_it_over_on_kill_join_and_stop() {
+    share_and_hand_over(("sa", "ta"), Mode::AtLeastOnce);
+}
+
+/// The same in exactly-once mode: each slot's records and positions go in transactions
+/// of the slot's own transactional id, whose next owner fences the last one. Nothing is
+/// lost, reordered or repeated, the kill included.
+#[test]
+fn exactly_once_processes_share_a_flow_and_repeat_nothing() {
+    share_and_hand_over(("sh", "th"), Mode::ExactlyOnce);
+}
+
+fn share_and_hand_over((s, t): (&str, &str), mode: Mode) {
     let _serial = serial();
     let [source, target] = clusters();
     let topic = kafka::unique("shared");
     kafka::create_topic(source, &topic, PARTITIONS, &[]);
-    let remote = format!("sa.{topic}");
-    let config = config(("sa", "ta"), source, target, &topic);
+    let remote = format!("{s}.{topic}");
+    let config = mode.apply(config((s, t), source, target, &topic));
     produce(source, &topic, 0, 6000, 0);
     let start = || Strait::start(&config, "properties");
     let (mut a, mut b, mut c) = (start(), start(), start());
     wait_split(&mut [&mut a, &mut b, &mut c]);
     check("three processes", &mut a, source, &topic, target, &remote);
     // The flow beats once a second, not once per process (emit.heartbeats.interval.seconds = 1).
-    let beats = || heartbeats(target, ("sa", "ta"));
+    let beats = || heartbeats(target, (s, t));
     let before = beats();
     std::thread::sleep(Duration::from_secs(6));
     let during = beats() - before;
@@ -141,6 +188,13 @@ fn processes_share_a_flow_and_hand_it_over_on_kill_join_and_stop() {
         wait_split(&mut [&mut b, &mut c]);
     });
     let killed = check("after a kill", &mut b, source, &topic, target, &remote);
+    if mode == Mode::ExactlyOnce {
+        assert_eq!(
+            killed.duplicates(),
+            0,
+            "the kill repeated records:\n{killed}"
+        );
+    }
 
     // A graceful join and two graceful stops under load repeat nothing.
     let mut d = start();
@@ -167,6 +221,7 @@ fn processes_share_a_flow_and_hand_it_over_on_kill_join_and_stop() {
     for member in [&b, &c] {
         let log = member.log_text();
         assert!(log.contains("left the scale-out group"), "{log}");
+        mode.check_writers(member);
     }
 }
 
@@ -175,12 +230,23 @@ fn processes_share_a_flow_and_hand_it_over_on_kill_join_and_stop() {
 /// them and joins again, and the group splits the slots anew. Nothing lost or reordered.
 #[test]
 fn a_frozen_member_loses_its_slots_and_writes_nothing_when_it_wakes() {
+    freeze_a_member(("sb", "tb"), Mode::AtLeastOnce);
+}
+
+/// The same in exactly-once mode: the frozen member's open transactions are aborted by the
+/// slots' new owners (their InitProducerId fences its producers), and nothing is repeated.
+#[test]
+fn exactly_once_a_frozen_member_is_fenced_and_nothing_repeats() {
+    freeze_a_member(("si", "ti"), Mode::ExactlyOnce);
+}
+
+fn freeze_a_member((s, t): (&str, &str), mode: Mode) {
     let _serial = serial();
     let [source, target] = clusters();
     let topic = kafka::unique("frozen");
     kafka::create_topic(source, &topic, PARTITIONS, &[]);
-    let remote = format!("sb.{topic}");
-    let config = config(("sb", "tb"), source, target, &topic);
+    let remote = format!("{s}.{topic}");
+    let config = mode.apply(config((s, t), source, target, &topic));
     let start = || Strait::start(&config, "properties");
     let mut a = start().allow(LOST);
     let mut b = start();
@@ -198,7 +264,15 @@ fn a_frozen_member_loses_its_slots_and_writes_nothing_when_it_wakes() {
         });
         wait_split(&mut [&mut a, &mut b]);
     });
-    check("after a freeze", &mut b, source, &topic, target, &remote);
+    let report = check("after a freeze", &mut b, source, &topic, target, &remote);
+    if mode == Mode::ExactlyOnce {
+        assert_eq!(
+            report.duplicates(),
+            0,
+            "the freeze repeated records:\n{report}"
+        );
+    }
+    mode.check_writers(&a);
 }
 
 /// A process whose settings differ (another slot count) joins the group but gets no work,
@@ -245,11 +319,22 @@ fn a_member_with_other_settings_gets_no_work_and_is_told_why() {
 /// reads next.
 #[test]
 fn a_split_flow_translates_group_offsets_exactly() {
+    split_flow_failover(("sd", "td"), Mode::AtLeastOnce);
+}
+
+/// The same in exactly-once mode, where each transaction's commit marker is one more offset
+/// gap on the target.
+#[test]
+fn exactly_once_a_split_flow_translates_group_offsets_exactly() {
+    split_flow_failover(("sj", "tj"), Mode::ExactlyOnce);
+}
+
+fn split_flow_failover((s, t): (&str, &str), mode: Mode) {
     let _serial = serial();
     let [source, target] = clusters();
     let topic = kafka::unique("split-failover");
     kafka::create_topic(source, &topic, 6, &[]);
-    let remote = format!("sd.{topic}");
+    let remote = format!("{s}.{topic}");
     let txn = kafka::unique("split-txn");
     kafka::produce(
         source,
@@ -270,10 +355,10 @@ fn a_split_flow_translates_group_offsets_exactly() {
     let read = kafka::consume(source, &topic, &group, 300);
     assert_eq!(read.len(), 300);
     let committed = kafka::committed_offsets(source, &group);
-    let config = config(("sd", "td"), source, target, &topic).replace(
+    let config = mode.apply(config((s, t), source, target, &topic).replace(
         "emit.checkpoints.enabled = false\n",
         "emit.checkpoints.interval.seconds = 1\n",
-    );
+    ));
     let start = || Strait::start(&config, "properties");
     let (mut a, mut b) = (start(), start());
     wait_split(&mut [&mut a, &mut b]);
@@ -284,27 +369,50 @@ fn a_split_flow_translates_group_offsets_exactly() {
     let target_records = kafka::dump(target, &remote);
     let target_ends: std::collections::HashMap<i32, i64> =
         kafka::end_offsets(target, &remote).into_iter().collect();
-    let expected: Vec<(String, i32, i64)> = committed
+    // Where no record follows the group's offset yet, the target's end; in exactly-once
+    // mode the last transaction's commit marker may lie between the last record and the end
+    // (a caught-up group translates to the marker, which a consumer steps over: it reads
+    // nothing twice and skips nothing), so anything past the last record is exact there.
+    let expected: Vec<(String, i32, std::ops::RangeInclusive<i64>)> = committed
         .iter()
         .map(|(_, p, offset)| {
             let next = source_records
                 .iter()
                 .find(|r| r.partition == *p && r.offset >= *offset);
-            let at = next.map_or(target_ends[p], |n| {
-                target_records
-                    .iter()
-                    .find(|r| r.partition == *p && r.value == n.value)
-                    .expect("the record is on the target")
-                    .offset
-            });
+            let at = match next {
+                Some(n) => {
+                    let at = target_records
+                        .iter()
+                        .find(|r| r.partition == *p && r.value == n.value)
+                        .expect("the record is on the target")
+                        .offset;
+                    at..=at
+                }
+                None if mode == Mode::ExactlyOnce => {
+                    let last = target_records
+                        .iter()
+                        .filter(|r| r.partition == *p)
+                        .map(|r| r.offset)
+                        .max()
+                        .unwrap_or(-1);
+                    last + 1..=target_ends[p]
+                }
+                None => target_ends[p]..=target_ends[p],
+            };
             (remote.clone(), *p, at)
         })
         .collect();
     a.wait_until("exact translations", Duration::from_secs(60), || {
-        let found = kafka::translate_offsets(target, "sd", &group);
-        (found == expected).then_some(())
+        let found = kafka::translate_offsets(target, s, &group);
+        let exact = found.len() == expected.len()
+            && found
+                .iter()
+                .zip(&expected)
+                .all(|((t, p, o), (et, ep, range))| (t, p) == (et, ep) && range.contains(o));
+        exact.then_some(())
     });
     b.assert_running();
+    mode.check_writers(&a);
 }
 
 /// Static membership: a process killed and restarted with the same `scale.out.instance.id`
@@ -372,16 +480,27 @@ fn a_static_member_restarted_in_time_gets_its_slots_back() {
 /// join again if not). Nothing lost or reordered.
 #[test]
 fn a_target_restart_under_a_split_flow_loses_nothing() {
+    restart_the_target(("sf", "tf"), Mode::AtLeastOnce);
+}
+
+/// The same in exactly-once mode: the slots' transactions open when the target went away
+/// are aborted or committed, never half-applied, and nothing is repeated.
+#[test]
+fn exactly_once_a_target_restart_under_a_split_flow_repeats_nothing() {
+    restart_the_target(("sk", "tk"), Mode::ExactlyOnce);
+}
+
+fn restart_the_target((s, t): (&str, &str), mode: Mode) {
     let _serial = serial();
     let source = &clusters()[0];
-    let target = Cluster::start("scale-target", &[]);
+    let target = Cluster::start(&format!("scale-target-{s}"), &[]);
     let topic = kafka::unique("restart");
     kafka::create_topic(source, &topic, PARTITIONS, &[]);
-    let remote = format!("sf.{topic}");
-    let config = format!(
-        "{}sf.request.timeout.ms = 10000\ntf.request.timeout.ms = 10000\n",
-        config(("sf", "tf"), source, &target, &topic)
-    );
+    let remote = format!("{s}.{topic}");
+    let config = mode.apply(format!(
+        "{}{s}.request.timeout.ms = 10000\n{t}.request.timeout.ms = 10000\n",
+        config((s, t), source, &target, &topic)
+    ));
     let start = || {
         Strait::start(&config, "properties")
             .allow(TARGET_DOWN)
@@ -404,7 +523,7 @@ fn a_target_restart_under_a_split_flow_loses_nothing() {
         std::thread::sleep(Duration::from_millis(SESSION_MS));
         target.start_again();
     });
-    check(
+    let report = check(
         "after the restart",
         &mut a,
         source,
@@ -412,6 +531,13 @@ fn a_target_restart_under_a_split_flow_loses_nothing() {
         &target,
         &remote,
     );
+    if mode == Mode::ExactlyOnce {
+        assert_eq!(
+            report.duplicates(),
+            0,
+            "the restart repeated records:\n{report}"
+        );
+    }
     wait_split(&mut [&mut a, &mut b]);
     let logs = format!("{}{}", a.log_text(), b.log_text());
     assert!(

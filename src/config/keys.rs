@@ -1019,10 +1019,11 @@ pub static KEYS: &[KeySpec] = &[
     .doc(
         "Exactly-once: each transaction interval's records and the progress records of \
              the positions they reach go to the target in one transaction under \
-             `fencing.transactional.id`, so that a read_committed reader of the target sees \
-             every source record once, across crashes and restarts. Each transaction takes \
-             one target offset per partition written (its commit marker). See \
-             docs/scaling.md.",
+             `fencing.transactional.id` (with scale-out, one per slot under \
+             `<fencing.transactional.id>-slot-<n>`), so that a read_committed reader of the \
+             target sees every source record once, across crashes and restarts. Each \
+             transaction takes one target offset per partition written (its commit marker). \
+             See docs/scaling.md.",
     ),
     KeySpec::new(
         "exactly.once.source.support",

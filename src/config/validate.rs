@@ -1272,15 +1272,6 @@ impl<'a> Validator<'a> {
                     "needs a transactional id: `fencing.transactional.id` is set empty".into(),
                 ));
             }
-            if scale_out.enabled {
-                return Err(self.error(
-                    Some(&on.origin),
-                    &path("exactly_once"),
-                    "is not available with `scale.out.enabled = true` yet: one process \
-                     runs an exactly-once flow"
-                        .into(),
-                ));
-            }
         }
         let offset_reset = layers
             .get(|f| &f.offset_reset)
@@ -1469,11 +1460,11 @@ mod tests {
     #[test]
     fn exactly_once_names_what_it_cannot_run_with() {
         let flow = "source->target.enabled = true\n";
-        let e = err(&format!(
-            "{flow}scale.out.enabled = true\nexactly.once = true\n"
-        ));
-        assert_eq!((e.line(), e.key()), (Some(6), Some("exactly.once")));
-        assert!(e.to_string().contains("scale.out.enabled"), "{e}");
+        // With scale-out it runs a transaction per slot.
+        let both = format!("{BASE}{flow}scale.out.enabled = true\nexactly.once = true\n");
+        let (config, _) = parse_properties(&both, "mm2.properties").unwrap();
+        let f = &config.flows[0];
+        assert!(f.exactly_once.enabled && f.scale_out.enabled);
         let e = err(&format!(
             "{flow}fencing.transactional.id =\nexactly.once.source.support = enabled\n"
         ));

@@ -227,14 +227,12 @@ pub async fn read_from(
     read_between(cluster, tp, isolation, |_| from).await
 }
 
-/// [`read_partition`] from `first(end)` (or the log start, if that is later) to the end
-/// `isolation` sees (the last stable offset, or the high watermark).
-async fn read_between(
+/// The topic id of `tp`, a connection to its leader, and the partition with the leader's
+/// epoch as ListOffsets names it; `None` if the topic does not exist.
+async fn leader(
     cluster: &Cluster,
     tp: &TopicPartition,
-    isolation: Isolation,
-    first: impl FnOnce(i64) -> i64,
-) -> Result<Option<Vec<RawBatch>>, KafkaError> {
+) -> Result<Option<(uuid::Uuid, Connection, [(TopicPartition, i32); 1])>, KafkaError> {
     let meta = cluster.metadata(Some(&[tp.topic.to_string()])).await?;
     let Some(topic) = meta
         .into_iter()
@@ -250,7 +248,55 @@ async fn read_between(
         return Err(KafkaError::Other(format!("{tp} has no leader")));
     };
     let conn = cluster.broker(p.leader).await?;
-    let here = [(tp.clone(), p.leader_epoch)];
+    Ok(Some((topic.id, conn, [(tp.clone(), p.leader_epoch)])))
+}
+
+/// Waits until every transaction open on `tp` now has ended: its last stable offset reached
+/// today's high watermark, so that a `read_committed` read from then on sees every commit
+/// made so far, whatever other transactions are open behind them. An error after `within`,
+/// naming the offset a transaction still holds open.
+pub async fn await_stable(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    within: std::time::Duration,
+) -> Result<(), KafkaError> {
+    let deadline = tokio::time::Instant::now() + within;
+    let Some((_, conn, here)) = leader(cluster, tp).await? else {
+        return Ok(());
+    };
+    let end = |offsets: HashMap<TopicPartition, i64>| {
+        offsets
+            .get(tp)
+            .copied()
+            .ok_or_else(|| KafkaError::Other(format!("cannot list the offsets of {tp}")))
+    };
+    let high = end(list_offsets_as(&conn, &here, -1, Isolation::Uncommitted).await?)?;
+    loop {
+        let stable = end(list_offsets_as(&conn, &here, -1, Isolation::Committed).await?)?;
+        if stable >= high {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(KafkaError::Other(format!(
+                "{tp}: a transaction open at offset {stable} did not end within {} s",
+                within.as_secs()
+            )));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// [`read_partition`] from `first(end)` (or the log start, if that is later) to the end
+/// `isolation` sees (the last stable offset, or the high watermark).
+async fn read_between(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+    isolation: Isolation,
+    first: impl FnOnce(i64) -> i64,
+) -> Result<Option<Vec<RawBatch>>, KafkaError> {
+    let Some((topic_id, conn, here)) = leader(cluster, tp).await? else {
+        return Ok(None);
+    };
     let (start, end) = (
         list_offsets_as(&conn, &here, -2, isolation).await?,
         list_offsets_as(&conn, &here, -1, isolation).await?,
@@ -274,7 +320,7 @@ async fn read_between(
             .with_session_epoch(-1)
             .with_topics(vec![FetchTopic::default()
                 .with_topic(TopicName(StrBytes::from_string(tp.topic.to_string())))
-                .with_topic_id(topic.id)
+                .with_topic_id(topic_id)
                 .with_partitions(vec![FetchPartition::default()
                     .with_partition(tp.partition)
                     .with_current_leader_epoch(-1)

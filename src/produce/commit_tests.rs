@@ -78,6 +78,7 @@ async fn commit_waits_for_durable_syncs_and_keeps_one_commit_queued() {
         source: tp.clone(),
         target: TopicPartition::new("a.t", 0),
         resume: None,
+        slot: 0,
         lineage: Lineage::UNKNOWN,
         new_log: false,
         origin: None,

@@ -91,8 +91,10 @@ pub struct ProduceConfig {
     /// The transactional id that makes this engine the flow's only writer
     /// (`Cluster::init_producer_id`); `None`: no fencing.
     pub transactional_id: Option<String>,
-    /// Write in transactions under `transactional_id`, committed every `commit_interval`
-    /// with the progress records of the positions they reach (`exactly.once`).
+    /// Write in transactions, committed every `commit_interval` with the progress records
+    /// of the positions they reach (`exactly.once`): under `transactional_id`, or, in a
+    /// scale-out group (no `transactional_id`), one per slot, under the producers the flow
+    /// hands over with the slots ([`Command::Adopt`]).
     pub exactly_once: bool,
     /// Connections to each target broker (`produce.connections.per.broker`, 1..=16): a
     /// broker works through one connection's requests one at a time, so more of them let it
@@ -106,6 +108,9 @@ pub struct Route {
     pub source: TopicPartition,
     pub target: TopicPartition,
     pub resume: Option<Position>,
+    /// The scale-out slot the partition belongs to (0 outside a group): in exactly-once
+    /// mode, its records go in that slot's transaction.
+    pub slot: u32,
     /// The source log the partition is read from: its topic id now, and the leader epoch
     /// `resume` was committed with when that log is the one it was taken from.
     pub lineage: Lineage,
@@ -139,6 +144,12 @@ pub enum Command {
     Unroute(TopicPartition),
     /// Another member of the flow's scale-out group takes these partitions over.
     Release(Release),
+    /// Exactly-once in a scale-out group: the slot's partitions are written in transactions
+    /// of `producer` (its InitProducerId fenced the slot's earlier owner), from now on.
+    Adopt {
+        slot: u32,
+        producer: TransactionalProducer,
+    },
 }
 
 /// Partitions handed to another process (`crate::group`): fetching stops at once; with
@@ -149,6 +160,8 @@ pub enum Command {
 #[derive(Debug)]
 pub struct Release {
     pub partitions: Vec<TopicPartition>,
+    /// The slots they make up: their transactions end with them (exactly-once mode).
+    pub slots: Vec<u32>,
     pub commit: bool,
     pub done: tokio::sync::oneshot::Sender<()>,
 }
@@ -156,6 +169,7 @@ pub struct Release {
 /// A release under way.
 struct Releasing {
     parts: Vec<usize>,
+    slots: Vec<u32>,
     commit: bool,
     deadline: Instant,
     done: tokio::sync::oneshot::Sender<()>,
@@ -166,13 +180,20 @@ enum Done {
     Produce(Completion),
     /// A metadata lookup for the target topics of partitions without a known leader.
     Leaders(Result<Vec<TopicMeta>, KafkaError>),
-    /// Partitions enrolled in the open transaction (AddPartitionsToTxn).
+    /// Partitions enrolled in the open transaction of `slot`, sent by producer `by`
+    /// (AddPartitionsToTxn).
     Enrolled {
+        slot: u32,
+        by: (i64, i16),
         parts: Vec<usize>,
         result: Result<(), KafkaError>,
     },
-    /// The open transaction committed (EndTxn).
-    Ended(Result<(i64, i16), KafkaError>),
+    /// The open transaction of `slot`, of producer `by`, committed (EndTxn).
+    Ended {
+        slot: u32,
+        by: (i64, i16),
+        result: Result<(i64, i16), KafkaError>,
+    },
     /// Partition `i`'s target log read back from its acknowledged position
     /// (`Outcome::CheckLog`).
     Checked {
@@ -213,14 +234,20 @@ pub struct Engine {
     config: ProduceConfig,
     parts: Vec<Partition>,
     by_source: HashMap<TopicPartition, usize>,
+    /// The progress partition of the engine's commits, and of slot 0's transaction.
     progress_part: usize,
+    /// Per slot, the progress partition its transactions write to (exactly-once mode).
+    progress_of: HashMap<u32, usize>,
+    /// The producer outside exactly-once mode (idempotent, or fencing by its transactional
+    /// id); in exactly-once mode each transaction has its own.
     producer: (i64, i16),
     reset_pending: bool,
     /// What ends the engine at once, writing nothing more: another process's InitProducerId
     /// fenced it, or its transaction cannot be completed.
     fatal: Option<KafkaError>,
-    /// The open transaction, in exactly-once mode.
-    txn: Option<Transaction>,
+    /// The open transactions in exactly-once mode, by slot: the flow's one (slot 0), or one
+    /// per slot this member of a scale-out group holds.
+    txns: BTreeMap<u32, Transaction>,
     conns: HashMap<Link, Connection>,
     /// Connections being dialled in the background: one unreachable broker holds up
     /// neither the others nor the loop.
@@ -303,17 +330,12 @@ impl Engine {
             progress::batch_bytes(&target, progress_topic)
         );
         let producer = producer?;
-        let txn = match (config.exactly_once, &config.transactional_id) {
-            (false, _) => None,
-            (true, Some(id)) => Some(Transaction::new(
-                TransactionalProducer::new(&target, id.clone(), producer).await?,
-            )),
-            (true, None) => {
-                return Err(KafkaError::Other(
-                    "exactly-once needs a transactional id".into(),
-                ))
-            }
-        };
+        // In a scale-out group the slots' transactions come with the slots.
+        let mut txns = BTreeMap::new();
+        if let (true, Some(id)) = (config.exactly_once, &config.transactional_id) {
+            let producer = TransactionalProducer::new(&target, id.clone(), producer).await?;
+            txns.insert(0, Transaction::new(producer, 0));
+        }
         let progress_tp = TopicPartition::new(progress_topic, 0);
         let mut engine = Engine {
             target,
@@ -321,10 +343,11 @@ impl Engine {
             parts: Vec::new(),
             by_source: HashMap::new(),
             progress_part: 0,
+            progress_of: HashMap::from([(0, 0)]),
             producer,
             reset_pending: false,
             fatal: None,
-            txn,
+            txns,
             conns: HashMap::new(),
             dialing: HashSet::new(),
             redial: HashMap::new(),
@@ -352,19 +375,65 @@ impl Engine {
             visits: Visits::default(),
             windows: Windows::default(),
         };
-        engine
-            .parts
-            .push(Partition::new(progress_tp.clone(), progress_tp, None));
+        engine.parts.push(Partition::progress(progress_tp, 0));
         engine.visits.mark(engine.progress_part);
-        match &engine.txn {
-            Some(txn) => {
-                tracing::info!(cluster = %engine.target.alias(), transactional_id = %txn.producer.transactional_id, producer_id = producer.0, epoch = producer.1, transactions = %txn.producer.protocol, "transactional producer ready (exactly-once)")
+        match engine.txns.get(&0) {
+            Some(txn) => txn.ready(engine.target.alias()),
+            None if engine.config.exactly_once => {
+                tracing::info!(cluster = %engine.target.alias(), "exactly-once: each scale-out slot gets its transactional producer with the slot")
             }
             None => {
                 tracing::info!(cluster = %engine.target.alias(), producer_id = producer.0, epoch = producer.1, "idempotent producer ready")
             }
         }
         Ok(engine)
+    }
+
+    /// Writes the partitions of `slot` in transactions of `producer` from now on
+    /// ([`Command::Adopt`]); what they had unacknowledged is numbered anew under it.
+    fn adopt(&mut self, slot: u32, producer: TransactionalProducer) {
+        let progress = match self.progress_of.get(&slot) {
+            Some(&i) => i,
+            None => {
+                let tp = self.parts[self.progress_part].target.clone();
+                self.parts.push(Partition::progress(tp, slot));
+                self.progress_of.insert(slot, self.parts.len() - 1);
+                self.parts.len() - 1
+            }
+        };
+        for (i, part) in self.parts.iter_mut().enumerate() {
+            if part.slot == slot {
+                part.restart_sequences();
+                self.visits.mark(i);
+            }
+        }
+        // Progress records of an earlier transaction of the slot are never written now.
+        self.parts[progress].queue.clear();
+        let txn = Transaction::new(producer, progress);
+        txn.ready(self.target.alias());
+        self.txns.insert(slot, txn);
+    }
+
+    /// Ends the transaction of `slot`, handed to another process: nothing more is written
+    /// or committed in it, and answers still to come for it are let go.
+    fn drop_transaction(&mut self, slot: u32) {
+        if let Some(txn) = self.txns.remove(&slot) {
+            // Its progress records, sent or not, belong to it alone.
+            self.parts[txn.progress].queue.clear();
+            self.visits.mark(txn.progress);
+        }
+    }
+
+    /// The transaction that writes partition `i`, in exactly-once mode; `None` otherwise,
+    /// or while its slot is not (or no longer) this process's.
+    fn txn_of(&self, i: usize) -> Option<&Transaction> {
+        self.txns.get(&self.parts[i].slot)
+    }
+
+    /// The producer id and epoch partition `i` is written under.
+    fn producer_of(&self, i: usize) -> (i64, i16) {
+        self.txn_of(i)
+            .map_or(self.producer, |t| t.producer.producer)
     }
 
     /// Remote topics found missing on the target (UNKNOWN_TOPIC_OR_PARTITION or
@@ -435,6 +504,7 @@ impl Engine {
             .as_ref()
             .map(|(m, _)| m.partition(&route.source, &route.target));
         let mut part = Partition::new(route.source, route.target, route.resume);
+        part.slot = route.slot;
         part.metrics = metrics;
         part.lineage = route.lineage;
         part.new_log = route.new_log;
@@ -452,8 +522,15 @@ impl Engine {
         }
     }
 
-    /// Starts handing `release`'s partitions over ([`Release`]).
+    /// Starts handing `release`'s partitions over ([`Release`]). Lost slots' transactions
+    /// end here, uncommitted: nothing more is written in them (the new owner's
+    /// InitProducerId aborts what they hold).
     fn release(&mut self, release: Release) {
+        if !release.commit {
+            for slot in &release.slots {
+                self.drop_transaction(*slot);
+            }
+        }
         let mut parts = Vec::new();
         for tp in &release.partitions {
             let Some(&i) = self.by_source.get(tp) else {
@@ -466,6 +543,7 @@ impl Engine {
         }
         self.releasing.push(Releasing {
             parts,
+            slots: release.slots,
             commit: release.commit,
             deadline: Instant::now() + self.config.drain_timeout,
             done: release.done,
@@ -488,11 +566,15 @@ impl Engine {
                 let p = &self.parts[i];
                 p.stopped || p.inflight.is_empty() && (p.queue.is_empty() || !r.commit)
             });
+            // In exactly-once mode, committed means the slots' transactions ended too.
             let uncommitted = r.commit
-                && r.parts.iter().any(|&i| {
+                && (r.parts.iter().any(|&i| {
                     let p = &self.parts[i];
                     !p.stopped && p.committed != p.acked && p.acked.source_next >= 0
-                });
+                }) || r
+                    .slots
+                    .iter()
+                    .any(|s| self.txns.get(s).is_some_and(|t| t.phase != Phase::Open)));
             if now < r.deadline && (!idle || uncommitted) {
                 commit |= idle && uncommitted;
                 self.releasing.push(r);
@@ -507,7 +589,8 @@ impl Engine {
                 // A batch sent but not acknowledged, never sent again: the target's next
                 // sequence for this producer is unknown there now, so the producer starts
                 // over under a new identity (as after any such doubt).
-                if part.queue.iter().any(|e| e.seq.is_some()) {
+                // (In exactly-once mode its slot's producer goes with the slot.)
+                if part.queue.iter().any(|e| e.seq.is_some()) && !self.config.exactly_once {
                     self.reset_pending = true;
                 }
                 part.queue.clear();
@@ -522,6 +605,9 @@ impl Engine {
                 // A commit not sent yet may carry their positions: the next one is made
                 // without them.
                 self.parts[self.progress_part].drop_unsent();
+            }
+            for slot in &r.slots {
+                self.drop_transaction(*slot);
             }
             let _ = r.done.send(());
         }
@@ -556,6 +642,7 @@ impl Engine {
                     Command::Route(r) => self.route(r),
                     Command::Unroute(tp) => self.unroute(&tp),
                     Command::Release(r) => self.release(r),
+                    Command::Adopt { slot, producer } => self.adopt(slot, producer),
                 },
                 Some(event) = events.recv() => {
                     self.accept(event);
@@ -583,7 +670,7 @@ impl Engine {
             }
             self.recover().await?;
             self.pump();
-            self.advance_transaction();
+            self.advance_transactions();
             self.settle_releases();
             self.check_visits();
         }
@@ -595,10 +682,11 @@ impl Engine {
         let syncs_deadline = Instant::now() + self.config.drain_timeout / 2;
         let mut committed = false;
         while Instant::now() < deadline {
-            let data_idle =
-                self.parts.iter().enumerate().all(|(i, p)| {
-                    i == self.progress_part || p.idle() || p.stopped || self.stranded(i)
-                });
+            let data_idle = self
+                .parts
+                .iter()
+                .enumerate()
+                .all(|(i, p)| p.progress || p.idle() || p.stopped || self.stranded(i));
             // The last commit waits for the syncs of the last batches (half the drain at most:
             // a syncs topic that cannot be written then leaves the positions they cover).
             let syncs_done = self.syncs.settled() || Instant::now() >= syncs_deadline;
@@ -606,8 +694,9 @@ impl Engine {
                 self.commit();
                 committed = true;
             }
-            let ended = self.txn.as_ref().is_none_or(|t| t.phase == Phase::Open);
-            if data_idle && committed && ended && self.parts[self.progress_part].idle() {
+            let ended = self.txns.values().all(|t| t.phase == Phase::Open);
+            let progress_idle = self.parts.iter().all(|p| !p.progress || p.idle());
+            if data_idle && committed && ended && progress_idle {
                 break;
             }
             tokio::select! {
@@ -621,7 +710,7 @@ impl Engine {
             }
             self.recover().await?;
             self.pump();
-            self.advance_transaction();
+            self.advance_transactions();
             self.check_visits();
         }
         self.stats.lag = self.lag();
@@ -674,8 +763,7 @@ impl Engine {
         let pending = self
             .parts
             .iter()
-            .enumerate()
-            .any(|(i, p)| i != self.progress_part && !p.stopped && !p.idle());
+            .any(|p| !p.progress && !p.stopped && !p.idle());
         self.waiting_since = match pending {
             true => Some(self.waiting_since.unwrap_or(now)),
             false => None,
@@ -829,26 +917,32 @@ impl Engine {
     /// as far as durable offset syncs cover it (a position whose syncs are still being
     /// written waits for a later tick), each batch within the progress topic's limit.
     fn commit(&mut self) {
-        if let Some(txn) = &mut self.txn {
-            // In exactly-once mode the transaction carries the positions: its commit is due.
-            if txn.phase == Phase::Open {
-                txn.phase = Phase::Draining {
-                    since: Instant::now(),
-                };
+        if self.config.exactly_once {
+            // In exactly-once mode the transactions carry the positions: their commits are due.
+            for txn in self.txns.values_mut() {
+                if txn.phase == Phase::Open {
+                    txn.phase = Phase::Draining {
+                        since: Instant::now(),
+                    };
+                }
             }
             return;
         }
-        let changed = self.changed(|p| self.syncs.durable(&p.source));
-        self.queue_progress(changed);
+        let changed = self.changed(None, |p| self.syncs.durable(&p.source));
+        self.queue_progress(changed, self.progress_part);
     }
 
-    /// The data partitions (index, position) whose `position` to commit moved on since
-    /// their last commit.
-    fn changed(&self, position: impl Fn(&Partition) -> Option<Position>) -> Vec<(usize, Position)> {
+    /// The data partitions (index, position), of `slot` if given, whose `position` to commit
+    /// moved on since their last commit.
+    fn changed(
+        &self,
+        slot: Option<u32>,
+        position: impl Fn(&Partition) -> Option<Position>,
+    ) -> Vec<(usize, Position)> {
         self.parts
             .iter()
             .enumerate()
-            .filter(|(i, p)| *i != self.progress_part && !p.released)
+            .filter(|(_, p)| !p.progress && !p.released && slot.is_none_or(|s| p.slot == s))
             .filter_map(|(i, p)| Some((i, p, position(p)?)))
             .filter(|(_, p, pos)| *pos != p.committed && pos.source_next >= 0)
             .map(|(i, _, pos)| (i, pos))
@@ -856,8 +950,9 @@ impl Engine {
     }
 
     /// Queues the progress record batches of the `changed` positions (partition index,
-    /// position), each batch within the progress topic's limit.
-    fn queue_progress(&mut self, changed: Vec<(usize, Position)>) {
+    /// position) on progress partition `progress`, each batch within the progress topic's
+    /// limit.
+    fn queue_progress(&mut self, changed: Vec<(usize, Position)>, progress: usize) {
         if changed.is_empty() {
             return;
         }
@@ -880,8 +975,8 @@ impl Engine {
             })
             .collect();
         let batches = progress::encode_batches(&records, self.progress_batch_bytes, now_ms());
-        self.visits.mark(self.progress_part);
-        let part = &mut self.parts[self.progress_part];
+        self.visits.mark(progress);
+        let part = &mut self.parts[progress];
         // One commit waits at most: the new one replaces what was never sent (its positions
         // are as new or newer), or a target outage would queue a whole commit per tick.
         // Batches sent once keep their place and their sequences.
@@ -894,11 +989,23 @@ impl Engine {
         }
     }
 
-    /// Moves the open transaction on (exactly-once mode): once a due commit has every answer
-    /// in, the progress records of the positions reached go out; once they are written,
-    /// EndTxn commits. A transaction without records or positions ends without a request.
-    fn advance_transaction(&mut self) {
-        let Some(txn) = &self.txn else {
+    /// Moves the open transactions on (exactly-once mode), each on its own: once a due
+    /// commit has every answer in, the progress records of the positions reached go out;
+    /// once they are written, EndTxn commits. A transaction without records or positions
+    /// ends without a request. Nothing moves while the lease has run out (a member of a
+    /// scale-out group whose slots may be another's by now).
+    fn advance_transactions(&mut self) {
+        if self.lease.as_ref().is_some_and(|l| !l.holds()) {
+            return;
+        }
+        let slots: Vec<u32> = self.txns.keys().copied().collect();
+        for slot in slots {
+            self.advance_transaction(slot);
+        }
+    }
+
+    fn advance_transaction(&mut self, slot: u32) {
+        let Some(txn) = self.txns.get(&slot) else {
             return;
         };
         match txn.phase {
@@ -917,41 +1024,47 @@ impl Engine {
                     return;
                 }
                 // The transaction holds everything acknowledged.
-                let changed = self.changed(|p| Some(p.acked));
-                let txn = self.txn.as_mut().expect("checked above");
+                let changed = self.changed(Some(slot), |p| Some(p.acked));
+                let txn = self.txns.get_mut(&slot).expect("checked above");
                 if changed.is_empty() && txn.is_empty() {
                     txn.phase = Phase::Open;
                     return;
                 }
                 txn.phase = Phase::Writing;
-                self.queue_progress(changed);
+                let progress = txn.progress;
+                self.queue_progress(changed, progress);
             }
             Phase::Writing => {
-                if self.parts[self.progress_part].idle() {
-                    self.end_transaction();
+                if self.parts[txn.progress].idle() {
+                    self.end_transaction(slot);
                 }
             }
         }
     }
 
-    /// Sends EndTxn (commit) in the background.
-    fn end_transaction(&mut self) {
-        let Some(txn) = &mut self.txn else {
+    /// Sends EndTxn (commit) for the transaction of `slot` in the background.
+    fn end_transaction(&mut self, slot: u32) {
+        let Some(txn) = self.txns.get_mut(&slot) else {
             return;
         };
         txn.phase = Phase::Ending;
         let producer = txn.producer.clone();
         let target = self.target.clone();
-        self.requests
-            .spawn(async move { Done::Ended(producer.end(&target, true).await) });
+        self.requests.spawn(async move {
+            Done::Ended {
+                slot,
+                by: producer.producer,
+                result: producer.end(&target, true).await,
+            }
+        });
     }
 
-    /// Enrols `parts` in the open transaction in the background, unless an enrolment is in
-    /// flight (they are enrolled with the next one).
-    fn enrol(&mut self, parts: Vec<usize>) {
+    /// Enrols `parts` in the open transaction of `slot` in the background, unless an
+    /// enrolment is in flight (they are enrolled with the next one).
+    fn enrol(&mut self, slot: u32, parts: Vec<usize>) {
         let Some(txn) = self
-            .txn
-            .as_mut()
+            .txns
+            .get_mut(&slot)
             .filter(|t| !t.enrolling && !parts.is_empty())
         else {
             return;
@@ -965,17 +1078,32 @@ impl Engine {
             .collect();
         self.requests.spawn(async move {
             Done::Enrolled {
+                slot,
+                by: producer.producer,
                 result: producer.add_partitions(&target, &tps).await,
                 parts,
             }
         });
     }
 
+    /// The transaction of `slot` still written by producer `by`, for an answer sent under
+    /// it: `None` once the slot went to another process (the answer is let go).
+    fn txn_by(&mut self, slot: u32, by: (i64, i16)) -> Option<&mut Transaction> {
+        self.txns
+            .get_mut(&slot)
+            .filter(|t| t.producer.producer == by)
+    }
+
     /// An enrolment's answer. A coordinator that could not be reached within the request
     /// timeout, or kept saying it moves or loads, is asked again by the next pump; any other
     /// refusal ends the engine.
-    fn on_enrolled(&mut self, parts: Vec<usize>, result: Result<(), KafkaError>) {
-        let Some(txn) = &mut self.txn else {
+    fn on_enrolled(
+        &mut self,
+        (slot, by): (u32, (i64, i16)),
+        parts: Vec<usize>,
+        result: Result<(), KafkaError>,
+    ) {
+        let Some(txn) = self.txn_by(slot, by) else {
             return;
         };
         match result {
@@ -984,42 +1112,60 @@ impl Engine {
                 txn.enrolling = false;
                 tracing::warn!(error = %e, "the transaction coordinator did not enrol the partitions; asking again");
             }
-            Err(e) => self.abandon_transaction(e),
+            Err(e) => self.refused_transaction(slot, e),
         }
     }
 
     /// EndTxn's answer: the positions the transaction held are committed. Unanswered, it is
     /// sent again (for one producer epoch, a repeated commit of a committed transaction is
     /// answered as a success); any other refusal ends the engine.
-    fn on_ended(&mut self, result: Result<(i64, i16), KafkaError>) {
+    fn on_ended(&mut self, (slot, by): (u32, (i64, i16)), result: Result<(i64, i16), KafkaError>) {
+        let Some(txn) = self.txn_by(slot, by) else {
+            return;
+        };
         match result {
             Ok(next) => {
-                if let Some(txn) = &mut self.txn {
-                    let commits = txn.committed(next);
-                    self.count_committed(commits);
-                }
-                if next != self.producer {
+                let commits = txn.committed(next);
+                self.count_committed(commits);
+                if next != by {
                     // Transactions v2: a new epoch, whose sequences start at 0. Every batch
                     // of the transaction is answered; no partition has one in flight.
-                    self.producer = next;
-                    for part in &mut self.parts {
+                    for part in self.parts.iter_mut().filter(|p| p.slot == slot) {
                         part.restart_sequences();
                     }
                 }
             }
             Err(e) if e.is_retriable() => {
                 tracing::warn!(error = %e, "the transaction coordinator did not answer EndTxn; committing again");
-                self.end_transaction();
+                self.end_transaction(slot);
             }
-            Err(e) => self.abandon_transaction(e),
+            Err(e) => self.refused_transaction(slot, e),
         }
     }
 
-    /// Ends the engine on a transaction the coordinator refused to go on with, saying the
-    /// two ways a producer epoch ends besides a second process: the coordinator aborts a
-    /// transaction older than its timeout (a target outage that long) and bumps the epoch.
-    fn abandon_transaction(&mut self, error: KafkaError) {
-        let id = self.config.transactional_id.as_deref().unwrap_or_default();
+    /// The transaction of `slot` was refused for good (its producer fenced, mostly). A member
+    /// of a scale-out group whose lease ran out (frozen, or cut off from the group's
+    /// coordinator) was fenced by the slot's new owner: the slot is another's, nothing more
+    /// is written in it here, and the group says so shortly ([`Release`]). Otherwise the
+    /// engine ends ([`Engine::abandon_transaction`]).
+    fn refused_transaction(&mut self, slot: u32, error: KafkaError) {
+        if self.lease.as_ref().is_some_and(|l| !l.holds()) {
+            tracing::warn!(slot, error = %error, "exactly-once: the slot's transaction was refused while this member was cut off from its group (the slot's new owner fenced it): nothing more is written for the slot here");
+            self.drop_transaction(slot);
+            return;
+        }
+        self.abandon_transaction(slot, error);
+    }
+
+    /// Ends the engine on a transaction (of `slot`) the coordinator refused to go on with,
+    /// saying the two ways a producer epoch ends besides a second process: the coordinator
+    /// aborts a transaction older than its timeout (a target outage that long) and bumps
+    /// the epoch.
+    fn abandon_transaction(&mut self, slot: u32, error: KafkaError) {
+        let id = self
+            .txns
+            .get(&slot)
+            .map_or("", |t| &t.producer.transactional_id);
         self.fatal.get_or_insert(KafkaError::Other(format!(
             "exactly-once: the open transaction cannot be completed ({error}); another process \
              registered transactional id `{id}`, or the coordinator aborted the transaction \
@@ -1062,10 +1208,12 @@ impl Engine {
             return;
         }
         let now = Instant::now();
-        // The partitions with batches waiting, by leader: the requests built below look at
+        // The partitions with batches waiting, by leader (and by slot in exactly-once mode:
+        // a Produce request is of one transactional id): the requests built below look at
         // those only (with thousands of partitions, most have nothing to send).
-        let mut waiting: BTreeMap<Link, Vec<usize>> = BTreeMap::new();
-        let mut enrol = Vec::new();
+        let mut waiting: BTreeMap<(Link, u32), Vec<usize>> = BTreeMap::new();
+        let mut enrol: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        let exactly_once = self.config.exactly_once;
         for i in self.visits.sorted() {
             // Position-only entries at the front of an idle partition are acknowledged at once.
             let done = self.parts[i].take_positions();
@@ -1076,19 +1224,26 @@ impl Engine {
             let Some(link) = self.link(i).filter(|_| !part.queue.is_empty()) else {
                 continue;
             };
-            if let Some(txn) = &self.txn {
-                // A partition is written in a transaction once it is enrolled in it.
-                if txn.needs_enrolling(i, self.progress_part) && !part.stopped && !part.new_log {
-                    enrol.push(i);
+            if exactly_once {
+                // A partition is written in its slot's transaction once it is enrolled in
+                // it; not at all while the slot is not this process's.
+                let Some(txn) = self.txn_of(i) else {
+                    continue;
+                };
+                if txn.needs_enrolling(i) && !part.stopped && !part.new_log {
+                    enrol.entry(part.slot).or_default().push(i);
                 }
-                if !txn.sends(i, self.progress_part) {
+                if !txn.sends(i) {
                     continue;
                 }
             }
-            waiting.entry(link).or_default().push(i);
+            let slot = if exactly_once { part.slot } else { 0 };
+            waiting.entry((link, slot)).or_default().push(i);
         }
-        self.enrol(enrol);
-        for (link, candidates) in waiting {
+        for (slot, parts) in enrol {
+            self.enrol(slot, parts);
+        }
+        for ((link, slot), candidates) in waiting {
             if self
                 .throttled_until
                 .get(&link.broker)
@@ -1102,7 +1257,7 @@ impl Engine {
                 match self.conns.get(&link).filter(|c| c.is_usable()) {
                     Some(c) => {
                         let conn = c.clone();
-                        if !self.send_to(link, conn, now, &candidates) {
+                        if !self.send_to(link, conn, now, &candidates, slot) {
                             break;
                         }
                     }
@@ -1185,7 +1340,7 @@ impl Engine {
     }
 
     /// Sends `broker` one request with what its partitions among `candidates` (those with
-    /// batches waiting) can take now; whether one went
+    /// batches waiting, all of `slot` in exactly-once mode) can take now; whether one went
     /// out (false: nothing to send, or the connection failed).
     fn send_to(
         &mut self,
@@ -1193,14 +1348,13 @@ impl Engine {
         conn: Connection,
         now: Instant,
         candidates: &[usize],
+        slot: u32,
     ) -> bool {
-        let (pid, epoch) = self.producer;
+        let txn = self.txns.get(&slot).filter(|_| self.config.exactly_once);
+        let (pid, epoch) = txn.map_or(self.producer, |t| t.producer.producer);
         let window = self.window(link.broker);
         // Draining a transaction, only batches sent before go out (again).
-        let draining = self
-            .txn
-            .as_ref()
-            .is_some_and(|t| matches!(t.phase, Phase::Draining { .. }));
+        let draining = txn.is_some_and(|t| matches!(t.phase, Phase::Draining { .. }));
         let mut topics: Vec<TopicData> = Vec::new();
         let mut topic_index = HashMap::new();
         let mut sent = Vec::new();
@@ -1237,7 +1391,7 @@ impl Engine {
                 producer_id: pid,
                 producer_epoch: epoch,
                 base_sequence: seq,
-                transactional: self.txn.is_some(),
+                transactional: self.config.exactly_once,
             });
             size += stamped.size();
             let topic_ids = &self.topic_ids;
@@ -1257,9 +1411,6 @@ impl Engine {
             part.inflight.push_back(entry);
             part.outstanding += 1;
             sent.push((i, seq));
-            if let Some(txn) = &mut self.txn {
-                txn.wrote(i);
-            }
             if size >= self.config.max_request_bytes {
                 break;
             }
@@ -1272,7 +1423,16 @@ impl Engine {
             .map(|t| (t.topic_id, t.name.clone()))
             .collect();
         let timeout_ms = self.target.timeout_ms();
-        let (at_most, transactional_id) = match &self.txn {
+        let mut txn = self
+            .txns
+            .get_mut(&slot)
+            .filter(|_| self.config.exactly_once);
+        if let Some(txn) = txn.as_deref_mut() {
+            for &(i, _) in &sent {
+                txn.wrote(i);
+            }
+        }
+        let (at_most, transactional_id) = match txn {
             Some(txn) => (
                 txn.producer.protocol.produce_at_most(),
                 Some(&*txn.producer.transactional_id),
@@ -1315,8 +1475,13 @@ impl Engine {
         match done {
             Done::Produce(completion) => self.complete(completion),
             Done::Leaders(found) => self.on_leaders(found),
-            Done::Enrolled { parts, result } => self.on_enrolled(parts, result),
-            Done::Ended(result) => self.on_ended(result),
+            Done::Enrolled {
+                slot,
+                by,
+                parts,
+                result,
+            } => self.on_enrolled((slot, by), parts, result),
+            Done::Ended { slot, by, result } => self.on_ended((slot, by), result),
             Done::Connected { link, result } => self.on_connected(link, result),
             Done::Checked { i, result } => self.on_checked(i, result),
         }
@@ -1391,7 +1556,9 @@ impl Engine {
         let outcome = match part.judge(seq, answer, Instant::now(), self.config.delivery_timeout) {
             // Without a transactional id nobody else holds strait's producer id: the target
             // lost its state.
-            Outcome::Fenced(code) if self.config.transactional_id.is_none() => {
+            Outcome::Fenced(code)
+                if self.config.transactional_id.is_none() && !self.config.exactly_once =>
+            {
                 Outcome::ResetProducer(Reset::LostState(code))
             }
             outcome => outcome,
@@ -1420,9 +1587,18 @@ impl Engine {
                 part.failed = true;
                 self.reset_pending = true;
             }
-            Outcome::Fenced(code) if self.txn.is_some() => {
+            // The slot went to another process, whose producer fenced this one's: nothing
+            // of it is written here any more (its release lets the batches go).
+            Outcome::Fenced(_)
+                if self.config.exactly_once && !self.txns.contains_key(&part.slot) =>
+            {
+                part.failed = true;
+            }
+            Outcome::Fenced(code) if self.config.exactly_once => {
                 let error = produce_error(part, code);
-                self.abandon_transaction(error);
+                part.failed = true;
+                let slot = part.slot;
+                self.refused_transaction(slot, error);
             }
             Outcome::Fenced(code) => {
                 let id = self.config.transactional_id.clone().unwrap_or_default();
@@ -1471,12 +1647,12 @@ impl Engine {
                     code,
                     ResponseError::UnknownTopicOrPartition | ResponseError::UnknownTopicId
                 );
-                if gone && i != self.progress_part {
+                if gone && !part.progress {
                     let topic = part.target.topic.clone();
                     self.report_missing(&topic);
                 }
                 let part = &mut self.parts[i];
-                if i != self.progress_part {
+                if !part.progress {
                     if let Some(from) = part.pause(Instant::now()) {
                         if self.chatter.may(Line::Paused) {
                             tracing::warn!(source = %part.source, target = %part.target, code = code.code(), error = %error, source_offset = from, "the target keeps refusing the partition: its batches not sent yet are let go and its fetching paused until the target writes it again");
@@ -1545,7 +1721,7 @@ impl Engine {
     /// Makes acknowledged entries of partition `i` count: positions, statistics, offset maps
     /// and offset syncs, and the durable positions a progress batch carried.
     fn acknowledged(&mut self, i: usize, done: Vec<(Entry, Option<i64>)>) {
-        let data = i != self.progress_part;
+        let data = !self.parts[i].progress;
         let mut acked = self.parts[i].acked;
         let mut lineage = self.parts[i].lineage;
         let mut maps = self.translations.lock().unwrap();
@@ -1615,16 +1791,17 @@ impl Engine {
             self.parts[i].lineage = lineage;
         }
         drop(maps);
-        match &mut self.txn {
-            Some(txn) => txn.hold(durable),
-            None => self.count_committed(durable),
+        if !self.config.exactly_once {
+            self.count_committed(durable);
+        } else if let Some(txn) = self.txns.get_mut(&self.parts[i].slot) {
+            txn.hold(durable);
         }
     }
 
     /// Puts failed partitions back on their feet once their outstanding requests are back,
     /// refreshes leaders, and re-initialises the producer when the target asked for it.
     async fn recover(&mut self) -> Result<(), KafkaError> {
-        if self.reset_pending && self.txn.is_some() {
+        if self.reset_pending && self.config.exactly_once {
             // A new producer id would abort the open transaction, whose records are
             // acknowledged already: the flow ends instead, and the next start (whose
             // InitProducerId aborts it) resumes from the last commit.
@@ -1693,6 +1870,7 @@ impl Engine {
     /// producer is re-initialised. A failed read is tried again after a backoff.
     fn on_checked(&mut self, i: usize, result: Result<Option<Vec<RawBatch>>, KafkaError>) {
         self.visits.mark(i);
+        let (pid, epoch) = self.producer_of(i);
         let part = &mut self.parts[i];
         if part.check != LogCheck::Reading {
             // The partition let its batches go, or the producer was re-initialised meanwhile.
@@ -1707,7 +1885,6 @@ impl Engine {
                 return;
             }
         };
-        let (pid, epoch) = self.producer;
         let written: HashMap<i32, i64> = batches
             .iter()
             .filter(|b| b.producer_id() == pid && b.producer_epoch() == epoch)
@@ -1828,7 +2005,7 @@ impl Engine {
     fn new_log(&mut self, topic: &Arc<str>, id: uuid::Uuid) {
         tracing::info!(topic = %topic, topic_id = %id, "the remote topic was created again (a new topic id): its partitions start over on the new logs");
         for (i, part) in self.parts.iter_mut().enumerate() {
-            if i != self.progress_part && part.target.topic == *topic && !part.stopped {
+            if !part.progress && part.target.topic == *topic && !part.stopped {
                 part.new_log = true;
                 self.visits.mark(i);
             }

@@ -259,6 +259,11 @@ pub(super) struct Partition {
     /// Handed to another process of the flow's group (`hand_over`): nothing of it is
     /// committed any more, until it comes back (`reacquire`).
     pub released: bool,
+    /// The scale-out slot whose transaction writes the partition in exactly-once mode
+    /// (`crate::group::assignor::slot_of`; 0 for a process that replicates the whole flow).
+    pub slot: u32,
+    /// A partition of the progress topic, which the positions of the others go to.
+    pub progress: bool,
 }
 
 impl Partition {
@@ -303,6 +308,18 @@ impl Partition {
             behind_since: None,
             dropped: false,
             released: false,
+            slot: 0,
+            progress: false,
+        }
+    }
+
+    /// The progress partition `tp` the transaction of `slot` writes its positions to (or,
+    /// outside exactly-once mode, the engine its commits).
+    pub fn progress(tp: TopicPartition, slot: u32) -> Partition {
+        Partition {
+            slot,
+            progress: true,
+            ..Partition::new(tp.clone(), tp, None)
         }
     }
 

@@ -179,6 +179,7 @@ fn fresh_route(source: &str, target: &str, partition: i32) -> Route {
         source: TopicPartition::new(source, partition),
         target: TopicPartition::new(target, partition),
         resume: None,
+        slot: 0,
         lineage: Lineage::UNKNOWN,
         new_log: false,
         origin: None,
@@ -1144,6 +1145,7 @@ async fn a_partition_routed_to_a_new_log_starts_over_from_its_position() {
         source: source.clone(),
         target: TopicPartition::new("b", 0),
         resume: Some(resume),
+        slot: 0,
         lineage: Lineage::UNKNOWN,
         new_log: true,
         origin: None,
@@ -1560,6 +1562,7 @@ async fn a_hand_over_commits_what_was_written_before_it_answers() {
         .commands
         .send(Command::Release(Release {
             partitions: vec![TopicPartition::new("sa", 0)],
+            slots: vec![0],
             commit: true,
             done,
         }))
@@ -1647,6 +1650,7 @@ async fn a_lost_partition_never_sends_a_failed_batch_again() {
         .commands
         .send(Command::Release(Release {
             partitions: vec![TopicPartition::new("sa", 0)],
+            slots: vec![0],
             commit: false,
             done,
         }))

@@ -1,7 +1,9 @@
-//! The open transaction of an engine in exactly-once mode (`exactly.once`): every commit
+//! The open transactions of an engine in exactly-once mode (`exactly.once`): every commit
 //! interval the records written since the last commit and the progress records that say how
 //! far they reach go to the target in one transaction, so that a read_committed reader sees
-//! either both or neither, whatever ends strait in between.
+//! either both or neither, whatever ends strait in between. A process alone on its flow has
+//! one; a member of a scale-out group one per slot it holds, each under the slot's own
+//! transactional id, so that the slot's next owner fences it at the broker.
 //!
 //! A transaction goes through four phases. **Open**: the data partitions with batches
 //! waiting are enrolled (AddPartitionsToTxn, in transactions v1; in v2 a partition's first
@@ -34,11 +36,14 @@ pub enum Phase {
     Ending,
 }
 
-/// The engine's transaction, by partition index (the engine's `parts`).
+/// One transaction of the engine (one per scale-out slot it holds, or the flow's one), by
+/// partition index (the engine's `parts`).
 #[derive(Debug)]
 pub struct Transaction {
     pub producer: TransactionalProducer,
     pub phase: Phase,
+    /// The index of the progress partition its positions are written to.
+    pub progress: usize,
     /// The partitions the open transaction holds: enrolled (v1) or written to (v2).
     enrolled: HashSet<usize>,
     /// An AddPartitionsToTxn is in flight.
@@ -48,39 +53,46 @@ pub struct Transaction {
 }
 
 impl Transaction {
-    pub fn new(producer: TransactionalProducer) -> Transaction {
+    pub fn new(producer: TransactionalProducer, progress: usize) -> Transaction {
         Transaction {
             producer,
             phase: Phase::Open,
+            progress,
             enrolled: HashSet::new(),
             enrolling: false,
             pending: Vec::new(),
         }
     }
 
-    /// Whether partition `i` may be written in this phase (`progress` is the progress
-    /// partition's index), enrolled or not.
-    pub fn writes(&self, i: usize, progress: usize) -> bool {
+    /// Says that the producer is ready (at start-up, or once its slot is this process's).
+    pub fn ready(&self, cluster: &str) {
+        let (producer_id, epoch) = self.producer.producer;
+        tracing::info!(cluster, transactional_id = %self.producer.transactional_id, producer_id, epoch, transactions = %self.producer.protocol, "transactional producer ready (exactly-once)");
+    }
+
+    /// Whether partition `i` (of this transaction) may be written in this phase, enrolled
+    /// or not.
+    pub fn writes(&self, i: usize) -> bool {
         match self.phase {
-            Phase::Open | Phase::Draining { .. } => i != progress,
-            Phase::Writing => i == progress,
+            Phase::Open | Phase::Draining { .. } => i != self.progress,
+            Phase::Writing => i == self.progress,
             Phase::Ending => false,
         }
     }
 
     /// Whether partition `i` may be sent batches now: its phase writes it, and it is enrolled
     /// (v1; in v2 a Produce enrols it).
-    pub fn sends(&self, i: usize, progress: usize) -> bool {
-        self.writes(i, progress) && (!self.producer.protocol.enrols() || self.enrolled.contains(&i))
+    pub fn sends(&self, i: usize) -> bool {
+        self.writes(i) && (!self.producer.protocol.enrols() || self.enrolled.contains(&i))
     }
 
     /// Whether partition `i` waits to be enrolled (v1) before it is written: a data partition
     /// while the transaction is open (draining, nothing new joins it), the progress
     /// partition once its records are due.
-    pub fn needs_enrolling(&self, i: usize, progress: usize) -> bool {
+    pub fn needs_enrolling(&self, i: usize) -> bool {
         let joins = match self.phase {
-            Phase::Open => i != progress,
-            Phase::Writing => i == progress,
+            Phase::Open => i != self.progress,
+            Phase::Writing => i == self.progress,
             Phase::Draining { .. } | Phase::Ending => false,
         };
         joins && self.producer.protocol.enrols() && !self.enrolled.contains(&i)
@@ -133,38 +145,38 @@ mod tests {
     const PROGRESS: usize = 0;
 
     fn transaction(protocol: Protocol) -> Transaction {
-        Transaction::new(TransactionalProducer {
-            transactional_id: "t".into(),
-            producer: (1, 0),
-            protocol,
-        })
+        Transaction::new(
+            TransactionalProducer {
+                transactional_id: "t".into(),
+                producer: (1, 0),
+                protocol,
+            },
+            PROGRESS,
+        )
     }
 
     #[test]
     fn each_phase_writes_only_its_partitions_and_only_once_enrolled() {
         let mut txn = transaction(Protocol::V1);
-        assert!(txn.needs_enrolling(3, PROGRESS) && !txn.sends(3, PROGRESS));
+        assert!(txn.needs_enrolling(3) && !txn.sends(3));
         assert!(
-            !txn.needs_enrolling(PROGRESS, PROGRESS),
+            !txn.needs_enrolling(PROGRESS),
             "progress waits for the commit"
         );
         txn.enrolled([3]);
-        assert!(txn.sends(3, PROGRESS) && !txn.needs_enrolling(3, PROGRESS));
+        assert!(txn.sends(3) && !txn.needs_enrolling(3));
         txn.phase = Phase::Draining {
             since: Instant::now(),
         };
-        assert!(txn.sends(3, PROGRESS), "resends still go out");
-        assert!(
-            !txn.needs_enrolling(4, PROGRESS),
-            "nothing new joins a draining one"
-        );
+        assert!(txn.sends(3), "resends still go out");
+        assert!(!txn.needs_enrolling(4), "nothing new joins a draining one");
         txn.phase = Phase::Writing;
-        assert!(!txn.sends(3, PROGRESS) && !txn.needs_enrolling(3, PROGRESS));
-        assert!(txn.needs_enrolling(PROGRESS, PROGRESS));
+        assert!(!txn.sends(3) && !txn.needs_enrolling(3));
+        assert!(txn.needs_enrolling(PROGRESS));
         txn.enrolled([PROGRESS]);
-        assert!(txn.sends(PROGRESS, PROGRESS));
+        assert!(txn.sends(PROGRESS));
         txn.phase = Phase::Ending;
-        assert!(!txn.sends(PROGRESS, PROGRESS) && !txn.sends(3, PROGRESS));
+        assert!(!txn.sends(PROGRESS) && !txn.sends(3));
     }
 
     #[test]
@@ -181,7 +193,7 @@ mod tests {
         assert!(!txn.is_empty());
         assert_eq!(txn.committed((1, 0)), vec![(3, pos)]);
         assert_eq!(txn.phase, Phase::Open);
-        assert!(txn.is_empty() && txn.needs_enrolling(3, PROGRESS));
+        assert!(txn.is_empty() && txn.needs_enrolling(3));
     }
 
     /// Transactions v2: a partition is written without AddPartitionsToTxn, and held once a
@@ -189,17 +201,17 @@ mod tests {
     #[test]
     fn in_v2_a_write_enrols_and_each_commit_moves_to_the_next_epoch() {
         let mut txn = transaction(Protocol::V2);
-        assert!(!txn.needs_enrolling(3, PROGRESS) && txn.sends(3, PROGRESS));
+        assert!(!txn.needs_enrolling(3) && txn.sends(3));
         assert!(txn.is_empty(), "nothing written, nothing to end");
         txn.wrote(3);
         assert_eq!(txn.holds().collect::<Vec<_>>(), vec![3]);
         txn.phase = Phase::Writing;
-        assert!(!txn.sends(3, PROGRESS) && txn.sends(PROGRESS, PROGRESS));
-        assert!(!txn.needs_enrolling(PROGRESS, PROGRESS));
+        assert!(!txn.sends(3) && txn.sends(PROGRESS));
+        assert!(!txn.needs_enrolling(PROGRESS));
         txn.wrote(PROGRESS);
         txn.phase = Phase::Ending;
         txn.committed((1, 1));
         assert_eq!(txn.producer.producer, (1, 1));
-        assert!(txn.is_empty() && txn.sends(3, PROGRESS));
+        assert!(txn.is_empty() && txn.sends(3));
     }
 }
