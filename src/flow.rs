@@ -492,10 +492,11 @@ async fn committed(
     let found = target.metadata(Some(&[topic.to_string()])).await?;
     if found.iter().any(|t| t.name == topic && t.error_code == 0) {
         if transactions {
-            // A transaction left open by a process gone for good ends at its timeout.
+            // A transaction left open by a process gone for good ends at its timeout, once
+            // the coordinator's scan for those comes by (every 10 s by default).
             let within =
                 Duration::from_millis(crate::kafka::cluster::TRANSACTION_TIMEOUT_MS as u64)
-                    + Duration::from_secs(10);
+                    + Duration::from_secs(30);
             log_reader::await_stable(target, &TopicPartition::new(topic, 0), within).await?;
         }
         Ok((progress::load(target, topic).await?, false))

@@ -253,28 +253,31 @@ async fn leader(
 
 /// Waits until every transaction open on `tp` now has ended: its last stable offset reached
 /// today's high watermark, so that a `read_committed` read from then on sees every commit
-/// made so far, whatever other transactions are open behind them. An error after `within`,
-/// naming the offset a transaction still holds open.
+/// made so far, whatever other transactions are open behind them. Transient errors (a
+/// leader moving) are retried; an error after `within`, naming the offset a transaction
+/// still holds open.
 pub async fn await_stable(
     cluster: &Cluster,
     tp: &TopicPartition,
     within: std::time::Duration,
 ) -> Result<(), KafkaError> {
     let deadline = tokio::time::Instant::now() + within;
-    let Some((_, conn, here)) = leader(cluster, tp).await? else {
-        return Ok(());
-    };
-    let end = |offsets: HashMap<TopicPartition, i64>| {
-        offsets
-            .get(tp)
-            .copied()
-            .ok_or_else(|| KafkaError::Other(format!("cannot list the offsets of {tp}")))
-    };
-    let high = end(list_offsets_as(&conn, &here, -1, Isolation::Uncommitted).await?)?;
+    let mut high = None;
+    let mut stable = -1;
     loop {
-        let stable = end(list_offsets_as(&conn, &here, -1, Isolation::Committed).await?)?;
-        if stable >= high {
-            return Ok(());
+        match stable_and_high(cluster, tp).await {
+            Ok(None) => return Ok(()),
+            Ok(Some((now_stable, now_high))) => {
+                let high = *high.get_or_insert(now_high);
+                stable = now_stable;
+                if stable >= high {
+                    return Ok(());
+                }
+            }
+            Err(e) if e.is_retriable() && tokio::time::Instant::now() < deadline => {
+                tracing::debug!(partition = %tp, error = %e, "waiting for open transactions to end; asking again");
+            }
+            Err(e) => return Err(e),
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(KafkaError::Other(format!(
@@ -284,6 +287,25 @@ pub async fn await_stable(
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+/// The last stable offset and the high watermark of `tp`; `None` if the topic does not exist.
+async fn stable_and_high(
+    cluster: &Cluster,
+    tp: &TopicPartition,
+) -> Result<Option<(i64, i64)>, KafkaError> {
+    let Some((_, conn, here)) = leader(cluster, tp).await? else {
+        return Ok(None);
+    };
+    let end = |offsets: HashMap<TopicPartition, i64>| {
+        offsets
+            .get(tp)
+            .copied()
+            .ok_or_else(|| KafkaError::Other(format!("cannot list the offsets of {tp}")))
+    };
+    let high = end(list_offsets_as(&conn, &here, -1, Isolation::Uncommitted).await?)?;
+    let stable = end(list_offsets_as(&conn, &here, -1, Isolation::Committed).await?)?;
+    Ok(Some((stable, high)))
 }
 
 /// [`read_partition`] from `first(end)` (or the log start, if that is later) to the end

@@ -238,6 +238,9 @@ pub struct Engine {
     progress_part: usize,
     /// Per slot, the progress partition its transactions write to (exactly-once mode).
     progress_of: HashMap<u32, usize>,
+    /// Per slot, the indexes of its partitions (its progress partition included): what a
+    /// slot's new producer or epoch renumbers, and what its commits look at.
+    in_slot: HashMap<u32, Vec<usize>>,
     /// The producer outside exactly-once mode (idempotent, or fencing by its transactional
     /// id); in exactly-once mode each transaction has its own.
     producer: (i64, i16),
@@ -302,6 +305,15 @@ pub struct Engine {
     /// The round trips to the target brokers, which size the windows when
     /// `produce.max.in.flight` is not set.
     windows: Windows,
+    /// Counts the pumps: which slot goes first on a connection (`pump`).
+    turn: usize,
+    /// Slots handed back to this process ([`Command::Adopt`]) while requests of their
+    /// earlier transactions are still out: adopted once those are answered.
+    adopting: Vec<(u32, TransactionalProducer)>,
+    /// Slots whose transaction was dropped on a refusal while the lease had run out
+    /// (`refused_transaction`), with their transactional id and the refusal, until the group
+    /// takes them ([`Release`]).
+    fenced: BTreeMap<u32, (String, String)>,
 }
 
 /// How often a remote topic still missing is reported again: topic sync retries a creation
@@ -344,6 +356,7 @@ impl Engine {
             by_source: HashMap::new(),
             progress_part: 0,
             progress_of: HashMap::from([(0, 0)]),
+            in_slot: HashMap::from([(0, vec![0])]),
             producer,
             reset_pending: false,
             fatal: None,
@@ -374,6 +387,9 @@ impl Engine {
             lease: None,
             visits: Visits::default(),
             windows: Windows::default(),
+            turn: 0,
+            adopting: Vec::new(),
+            fenced: BTreeMap::new(),
         };
         engine.parts.push(Partition::progress(progress_tp, 0));
         engine.visits.mark(engine.progress_part);
@@ -389,26 +405,53 @@ impl Engine {
         Ok(engine)
     }
 
-    /// Writes the partitions of `slot` in transactions of `producer` from now on
-    /// ([`Command::Adopt`]); what they had unacknowledged is numbered anew under it.
+    /// Adopts the slots handed over ([`Command::Adopt`]) whose partitions have no request
+    /// out any more: an answer to a request of the slot's earlier transaction must not be
+    /// taken for one of the new producer's (answers name no producer).
+    fn settle_adoptions(&mut self) {
+        if self.adopting.is_empty() {
+            return;
+        }
+        for (slot, producer) in std::mem::take(&mut self.adopting) {
+            let quiet = self
+                .in_slot
+                .get(&slot)
+                .into_iter()
+                .flatten()
+                .all(|&i| self.parts[i].outstanding == 0);
+            if quiet {
+                self.adopt(slot, producer);
+            } else {
+                self.adopting.push((slot, producer));
+            }
+        }
+    }
+
+    /// Writes the partitions of `slot` in transactions of `producer` from now on. Batches an
+    /// earlier transaction of the slot left unanswered or unwritten are let go: the slot
+    /// starts from its committed positions (the routes that came with it).
     fn adopt(&mut self, slot: u32, producer: TransactionalProducer) {
         let progress = match self.progress_of.get(&slot) {
             Some(&i) => i,
             None => {
                 let tp = self.parts[self.progress_part].target.clone();
+                let i = self.parts.len();
                 self.parts.push(Partition::progress(tp, slot));
-                self.progress_of.insert(slot, self.parts.len() - 1);
-                self.parts.len() - 1
+                self.progress_of.insert(slot, i);
+                self.in_slot.entry(slot).or_default().push(i);
+                i
             }
         };
-        for (i, part) in self.parts.iter_mut().enumerate() {
-            if part.slot == slot {
-                part.restart_sequences();
-                self.visits.mark(i);
-            }
+        for &i in self.in_slot.get(&slot).into_iter().flatten() {
+            let part = &mut self.parts[i];
+            part.inflight.clear();
+            part.queue.retain(|e| e.seq.is_none());
+            part.restart_sequences();
+            self.visits.mark(i);
         }
         // Progress records of an earlier transaction of the slot are never written now.
         self.parts[progress].queue.clear();
+        self.fenced.remove(&slot);
         let txn = Transaction::new(producer, progress);
         txn.ready(self.target.alias());
         self.txns.insert(slot, txn);
@@ -503,6 +546,10 @@ impl Engine {
             .telemetry
             .as_ref()
             .map(|(m, _)| m.partition(&route.source, &route.target));
+        self.in_slot
+            .entry(route.slot)
+            .or_default()
+            .push(self.parts.len());
         let mut part = Partition::new(route.source, route.target, route.resume);
         part.slot = route.slot;
         part.metrics = metrics;
@@ -526,8 +573,10 @@ impl Engine {
     /// end here, uncommitted: nothing more is written in them (the new owner's
     /// InitProducerId aborts what they hold).
     fn release(&mut self, release: Release) {
-        if !release.commit {
-            for slot in &release.slots {
+        for slot in &release.slots {
+            self.fenced.remove(slot);
+            self.adopting.retain(|(s, _)| s != slot);
+            if !release.commit {
                 self.drop_transaction(*slot);
             }
         }
@@ -601,9 +650,9 @@ impl Engine {
                 }
             }
             drop(maps);
-            if !r.commit {
+            if !r.commit && !self.config.exactly_once {
                 // A commit not sent yet may carry their positions: the next one is made
-                // without them.
+                // without them. (In exactly-once mode their slots' transactions went.)
                 self.parts[self.progress_part].drop_unsent();
             }
             for slot in &r.slots {
@@ -642,7 +691,7 @@ impl Engine {
                     Command::Route(r) => self.route(r),
                     Command::Unroute(tp) => self.unroute(&tp),
                     Command::Release(r) => self.release(r),
-                    Command::Adopt { slot, producer } => self.adopt(slot, producer),
+                    Command::Adopt { slot, producer } => self.adopting.push((slot, producer)),
                 },
                 Some(event) = events.recv() => {
                     self.accept(event);
@@ -672,6 +721,7 @@ impl Engine {
             self.pump();
             self.advance_transactions();
             self.settle_releases();
+            self.settle_adoptions();
             self.check_visits();
         }
         // Drain: no new batches; finish what is queued or in flight, then commit. Batches
@@ -939,10 +989,13 @@ impl Engine {
         slot: Option<u32>,
         position: impl Fn(&Partition) -> Option<Position>,
     ) -> Vec<(usize, Position)> {
-        self.parts
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !p.progress && !p.released && slot.is_none_or(|s| p.slot == s))
+        let indexes: Box<dyn Iterator<Item = usize>> = match slot {
+            Some(slot) => Box::new(self.in_slot.get(&slot).into_iter().flatten().copied()),
+            None => Box::new(0..self.parts.len()),
+        };
+        indexes
+            .map(|i| (i, &self.parts[i]))
+            .filter(|(_, p)| !p.progress && !p.released)
             .filter_map(|(i, p)| Some((i, p, position(p)?)))
             .filter(|(_, p, pos)| *pos != p.committed && pos.source_next >= 0)
             .map(|(i, _, pos)| (i, pos))
@@ -995,6 +1048,7 @@ impl Engine {
     /// ends without a request. Nothing moves while the lease has run out (a member of a
     /// scale-out group whose slots may be another's by now).
     fn advance_transactions(&mut self) {
+        self.check_fenced();
         if self.lease.as_ref().is_some_and(|l| !l.holds()) {
             return;
         }
@@ -1130,8 +1184,8 @@ impl Engine {
                 if next != by {
                     // Transactions v2: a new epoch, whose sequences start at 0. Every batch
                     // of the transaction is answered; no partition has one in flight.
-                    for part in self.parts.iter_mut().filter(|p| p.slot == slot) {
-                        part.restart_sequences();
+                    for &i in self.in_slot.get(&slot).into_iter().flatten() {
+                        self.parts[i].restart_sequences();
                     }
                 }
             }
@@ -1151,10 +1205,31 @@ impl Engine {
     fn refused_transaction(&mut self, slot: u32, error: KafkaError) {
         if self.lease.as_ref().is_some_and(|l| !l.holds()) {
             tracing::warn!(slot, error = %error, "exactly-once: the slot's transaction was refused while this member was cut off from its group (the slot's new owner fenced it): nothing more is written for the slot here");
+            if let Some(txn) = self.txns.get(&slot) {
+                let id = txn.producer.transactional_id.clone();
+                self.fenced.insert(slot, (id, error.to_string()));
+            }
             self.drop_transaction(slot);
             return;
         }
         self.abandon_transaction(slot, error);
+    }
+
+    /// A slot whose transaction was dropped on a refusal (`refused_transaction`) that the
+    /// group left with this member once the lease holds again: the refusal was not a new
+    /// owner's (the coordinator aborted the transaction past its timeout, say), and what the
+    /// transaction held is gone: the engine ends, and a restart resumes from the last commit.
+    fn check_fenced(&mut self) {
+        if self.lease.as_ref().is_none_or(|l| !l.holds()) {
+            return;
+        }
+        if let Some((_, (id, error))) = self.fenced.pop_first() {
+            self.fatal.get_or_insert(KafkaError::Other(format!(
+                "exactly-once: the transaction of transactional id `{id}` was refused ({error}) \
+                 while this member was cut off from its group, and the group kept the slot \
+                 with it: a restart resumes from the last committed transaction"
+            )));
+        }
     }
 
     /// Ends the engine on a transaction (of `slot`) the coordinator refused to go on with,
@@ -1211,7 +1286,7 @@ impl Engine {
         // The partitions with batches waiting, by leader (and by slot in exactly-once mode:
         // a Produce request is of one transactional id): the requests built below look at
         // those only (with thousands of partitions, most have nothing to send).
-        let mut waiting: BTreeMap<(Link, u32), Vec<usize>> = BTreeMap::new();
+        let mut waiting: BTreeMap<Link, BTreeMap<u32, Vec<usize>>> = BTreeMap::new();
         let mut enrol: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         let exactly_once = self.config.exactly_once;
         for i in self.visits.sorted() {
@@ -1238,12 +1313,17 @@ impl Engine {
                 }
             }
             let slot = if exactly_once { part.slot } else { 0 };
-            waiting.entry((link, slot)).or_default().push(i);
+            waiting
+                .entry(link)
+                .or_default()
+                .entry(slot)
+                .or_default()
+                .push(i);
         }
         for (slot, parts) in enrol {
             self.enrol(slot, parts);
         }
-        for ((link, slot), candidates) in waiting {
+        for (link, slots) in waiting {
             if self
                 .throttled_until
                 .get(&link.broker)
@@ -1251,23 +1331,32 @@ impl Engine {
             {
                 continue;
             }
-            while self.link_inflight.get(&link).copied().unwrap_or(0)
-                < self.broker_in_flight(link.broker)
-            {
-                match self.conns.get(&link).filter(|c| c.is_usable()) {
-                    Some(c) => {
-                        let conn = c.clone();
-                        if !self.send_to(link, conn, now, &candidates, slot) {
-                            break;
-                        }
+            // The slots take turns on a connection, one request each, starting with another
+            // one at every pump: one slot's backlog does not keep the others' out.
+            let mut turns: Vec<(u32, Vec<usize>)> = slots.into_iter().collect();
+            let first = self.turn % turns.len();
+            turns.rotate_left(first);
+            'fill: while !turns.is_empty() {
+                let mut sending = Vec::with_capacity(turns.len());
+                for (slot, candidates) in turns {
+                    if self.link_inflight.get(&link).copied().unwrap_or(0)
+                        >= self.broker_in_flight(link.broker)
+                    {
+                        break 'fill;
                     }
-                    None => {
+                    let Some(conn) = self.conns.get(&link).filter(|c| c.is_usable()).cloned()
+                    else {
                         self.dial(link, now);
-                        break;
+                        break 'fill;
+                    };
+                    if self.send_to(link, conn, now, &candidates, slot) {
+                        sending.push((slot, candidates));
                     }
                 }
+                turns = sending;
             }
         }
+        self.turn = self.turn.wrapping_add(1);
         let parts = &self.parts;
         self.visits.retain(|i| parts[i].needs_visit());
     }
@@ -1871,7 +1960,14 @@ impl Engine {
     fn on_checked(&mut self, i: usize, result: Result<Option<Vec<RawBatch>>, KafkaError>) {
         self.visits.mark(i);
         let (pid, epoch) = self.producer_of(i);
+        let lost = self.config.exactly_once && self.txn_of(i).is_none();
         let part = &mut self.parts[i];
+        if lost && part.check == LogCheck::Reading {
+            // Its slot went to another process meanwhile: its batches are let go with it.
+            part.check = LogCheck::Idle;
+            part.failed = true;
+            return;
+        }
         if part.check != LogCheck::Reading {
             // The partition let its batches go, or the producer was re-initialised meanwhile.
             return;

@@ -1670,3 +1670,90 @@ async fn a_lost_partition_never_sends_a_failed_batch_again() {
     );
     running.stop().await;
 }
+
+/// Exactly-once with scale-out: each Produce request carries one slot's transactional id,
+/// and the slots take turns on a connection: one slot's backlog, enough to fill the
+/// connection's requests in flight by itself, does not hold another slot's back until it
+/// is written.
+#[tokio::test]
+async fn slots_take_turns_on_a_connection() {
+    // Commits come every tick (the test's interval): EndTxn (v5) answered with the next epoch.
+    let topics = [("t0", 1), ("t1", 1), (PROGRESS, 1)];
+    let broker = FakeBroker::start(1, &topics, |r| match &r.body {
+        RequestKind::EndTxn(end) => Reply::Answer(ResponseKind::EndTxn(
+            kafka_protocol::messages::EndTxnResponse::default()
+                .with_producer_id(end.producer_id)
+                .with_producer_epoch(end.producer_epoch + 1),
+        )),
+        _ => Reply::Default,
+    })
+    .await;
+    let target = target(&broker, Duration::from_secs(5));
+    let data = [
+        Topic::of(&target, "t0").await,
+        Topic::of(&target, "t1").await,
+    ];
+    let routes = vec![
+        Route {
+            slot: 0,
+            ..fresh_route("s0", "t0", 0)
+        },
+        Route {
+            slot: 1,
+            ..fresh_route("s1", "t1", 0)
+        },
+    ];
+    let config = ProduceConfig {
+        exactly_once: true,
+        ..config()
+    };
+    let running = Running::start_routes(
+        target,
+        config,
+        routes,
+        Fetcher::detached(),
+        Translations::default(),
+        None,
+    )
+    .await;
+    for slot in [0u32, 1] {
+        let producer = TransactionalProducer {
+            transactional_id: format!("slot-{slot}"),
+            producer: (10 + i64::from(slot), 0),
+            protocol: crate::kafka::transaction::Protocol::V2,
+        };
+        running
+            .commands
+            .send(Command::Adopt { slot, producer })
+            .unwrap();
+    }
+    for s in ["s0", "s1"] {
+        running.fetched(s, vec![batch(0, 1)], 1).await;
+    }
+    until(|| running.position("s0") == 1 && running.position("s1") == 1).await;
+    let before = broker.received_of(ApiKey::Produce).len();
+    for s in ["s0", "s1"] {
+        running
+            .fetched(s, (1..61).map(|o| batch(o, 1)).collect(), 61)
+            .await;
+    }
+    until(|| running.position("s0") == 61 && running.position("s1") == 61).await;
+    // The data requests, by transactional id (progress records go in requests of their own).
+    let ids: Vec<String> = broker.received_of(ApiKey::Produce)[before..]
+        .iter()
+        .filter(|r| data.iter().any(|t| !produced(r, t).is_empty()))
+        .filter_map(|r| match &r.body {
+            RequestKind::Produce(p) => p.transactional_id.as_ref().map(|t| t.0.to_string()),
+            _ => None,
+        })
+        .collect();
+    let first = &ids[..20];
+    for slot in ["slot-0", "slot-1"] {
+        let turns = first.iter().filter(|t| *t == slot).count();
+        assert!(
+            turns >= 5,
+            "{slot} had {turns} of the first 20 requests: {ids:?}"
+        );
+    }
+    running.shutdown.cancel();
+}
