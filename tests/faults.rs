@@ -579,12 +579,15 @@ fn slow_thin_links_during_catch_up_lose_nothing() {
     let (remote, mut strait) = rig.replicate_existing(&topic, &[]);
     rig.produce(&topic, 20000, 2000, 500);
     rig.check(&mut strait, "slow links", &topic, &remote);
-    // 4.4 MB at 256 KB/s take 17 s at least.
+    // 4.4 MB at 256 KB/s take about 17 s; the proxy's rate limit lets bursts through, and
+    // 14.8 s was seen. Without the cap the catch-up ends about a second after the last of
+    // the 2,000 new records, which take 4 s to produce: 9 s tells the two apart with room
+    // on both sides.
     let took = started.elapsed();
     eprintln!("slow links: caught up in {took:?}");
     assert!(
-        took > Duration::from_secs(15),
-        "the bandwidth cap did not take effect"
+        took > Duration::from_secs(9),
+        "the bandwidth cap did not take effect: caught up in {took:?}"
     );
     for (i, (p, ..)) in toxics.iter().enumerate() {
         p.remove(&format!("slow-{i}"));
