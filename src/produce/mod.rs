@@ -236,8 +236,6 @@ pub struct Engine {
     by_source: HashMap<TopicPartition, usize>,
     /// The progress partition of the engine's commits, and of slot 0's transaction.
     progress_part: usize,
-    /// Per slot, the progress partition its transactions write to (exactly-once mode).
-    progress_of: HashMap<u32, usize>,
     /// Per slot, the indexes of its partitions (its progress partition included): what a
     /// slot's new producer or epoch renumbers, and what its commits look at.
     in_slot: HashMap<u32, Vec<usize>>,
@@ -355,7 +353,6 @@ impl Engine {
             parts: Vec::new(),
             by_source: HashMap::new(),
             progress_part: 0,
-            progress_of: HashMap::from([(0, 0)]),
             in_slot: HashMap::from([(0, vec![0])]),
             producer,
             reset_pending: false,
@@ -431,13 +428,13 @@ impl Engine {
     /// earlier transaction of the slot left unanswered or unwritten are let go: the slot
     /// starts from its committed positions (the routes that came with it).
     fn adopt(&mut self, slot: u32, producer: TransactionalProducer) {
-        let progress = match self.progress_of.get(&slot) {
-            Some(&i) => i,
+        let held = self.in_slot.get(&slot).into_iter().flatten();
+        let progress = match held.copied().find(|&i| self.parts[i].progress) {
+            Some(i) => i,
             None => {
                 let tp = self.parts[self.progress_part].target.clone();
                 let i = self.parts.len();
                 self.parts.push(Partition::progress(tp, slot));
-                self.progress_of.insert(slot, i);
                 self.in_slot.entry(slot).or_default().push(i);
                 i
             }
@@ -451,7 +448,6 @@ impl Engine {
         }
         // Progress records of an earlier transaction of the slot are never written now.
         self.parts[progress].queue.clear();
-        self.fenced.remove(&slot);
         let txn = Transaction::new(producer, progress);
         txn.ready(self.target.alias());
         self.txns.insert(slot, txn);
@@ -1439,7 +1435,8 @@ impl Engine {
         candidates: &[usize],
         slot: u32,
     ) -> bool {
-        let txn = self.txns.get(&slot).filter(|_| self.config.exactly_once);
+        // A transaction only in exactly-once mode.
+        let txn = self.txns.get(&slot);
         let (pid, epoch) = txn.map_or(self.producer, |t| t.producer.producer);
         let window = self.window(link.broker);
         // Draining a transaction, only batches sent before go out (again).
@@ -1512,10 +1509,7 @@ impl Engine {
             .map(|t| (t.topic_id, t.name.clone()))
             .collect();
         let timeout_ms = self.target.timeout_ms();
-        let mut txn = self
-            .txns
-            .get_mut(&slot)
-            .filter(|_| self.config.exactly_once);
+        let mut txn = self.txns.get_mut(&slot);
         if let Some(txn) = txn.as_deref_mut() {
             for &(i, _) in &sent {
                 txn.wrote(i);
